@@ -1,0 +1,18 @@
+// Package persistence defines Norn's durable state: the Store interface every
+// driver implements, the records it keeps (instances, history, mailbox
+// messages, subscriptions, timers) and the errors callers branch on.
+//
+// Every transition of an instance is one Step, applied atomically by
+// Store.Apply: history append, mailbox change, timer change and status in one
+// transaction, conditional on the writer's lease epoch (fencing). Drivers may
+// batch concurrent steps into one commit (group commit) but each step still
+// succeeds or fails on its own.
+//
+//	res, err := store.Apply(ctx, persistence.Step{
+//		Instance: id, Epoch: epoch,
+//		History:  []persistence.Event{{Seq: 3, Kind: "activity", Name: "charge", Payload: out}},
+//	})
+//
+// Drivers live in sub-packages (sqlite, postgres) and are checked by the
+// shared conformance suite in storetest.
+package persistence

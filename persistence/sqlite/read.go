@@ -1,0 +1,237 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+const instanceSelect = `SELECT id, workflow, status, input, output, error, parent, COALESCE(lease_owner, ''), lease_epoch, lease_expires,
+	cancel_reason, restarts, run, history_len, created_at, updated_at FROM instances`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanInstance(row scanner) (persistence.Instance, error) {
+	var in persistence.Instance
+	var status string
+	var expires, created, updated int64
+	err := row.Scan(&in.ID, &in.Workflow, &status, &in.Input, &in.Output, &in.Error, &in.Parent, &in.LeaseOwner, &in.LeaseEpoch,
+		&expires, &in.CancelReason, &in.Restarts, &in.Run, &in.HistoryLen, &created, &updated)
+	in.Status = persistence.Status(status)
+	in.LeaseExpires, in.CreatedAt, in.UpdatedAt = fromNS(expires), fromNS(created), fromNS(updated)
+	return in, err
+}
+
+// Instance reads one instance.
+func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
+	in, err := scanInstance(s.r.QueryRowContext(ctx, instanceSelect+` WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return in, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+	}
+	if err != nil {
+		return in, fmt.Errorf("sqlite: read instance %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// History reads an instance's history from seq on.
+func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persistence.Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, name, ref, payload, error, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`, id, fromSeq)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []persistence.Event
+	for rows.Next() {
+		var e persistence.Event
+		var at int64
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &at); err != nil {
+			return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
+		}
+		e.At = fromNS(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// List reads instances ordered by ID.
+func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persistence.Instance, error) {
+	var where []string
+	var args []any
+	if len(f.Status) > 0 {
+		ph := make([]string, len(f.Status))
+		for i, st := range f.Status {
+			ph[i] = "?"
+			args = append(args, string(st))
+		}
+		where = append(where, "status IN ("+strings.Join(ph, ",")+")")
+	}
+	if f.Workflow != "" {
+		where = append(where, "workflow = ?")
+		args = append(args, f.Workflow)
+	}
+	if f.After != "" {
+		where = append(where, "id > ?")
+		args = append(args, f.After)
+	}
+	q := instanceSelect
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list instances: %w", err)
+	}
+	defer rows.Close()
+	var out []persistence.Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list instances: %w", err)
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+// Runnable lists instances that need an activation and have no live lease.
+func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM instances i
+		WHERE status IN ('running', 'compensating', 'waiting') AND (lease_owner IS NULL OR lease_expires < ?1)
+		AND (status != 'waiting' OR cancel_reason != ''
+			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
+			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = i.id AND s.mode = 'competing'))
+		ORDER BY updated_at LIMIT ?2`, now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: runnable instances: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: runnable instances: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// Mailbox reads an instance's waiting messages in arrival order.
+func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistence.Message, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
+			SELECT * FROM messages WHERE target = ?1
+			UNION ALL
+			SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = ?1 AND s.mode = 'competing'
+		) ORDER BY seq LIMIT ?2`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []persistence.Message
+	for rows.Next() {
+		var m persistence.Message
+		var meta sql.NullString
+		var at int64
+		if err := rows.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Payload, &meta, &at); err != nil {
+			return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
+		}
+		if meta.Valid && meta.String != "" {
+			if err := json.Unmarshal([]byte(meta.String), &m.Metadata); err != nil {
+				return nil, fmt.Errorf("sqlite: message %s metadata: %w", m.ID, err)
+			}
+		}
+		m.PublishedAt = fromNS(at)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Subscriptions lists an instance's subscriptions.
+func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Subscription, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT channel, mode FROM subscriptions WHERE instance_id = ? ORDER BY channel`, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []persistence.Subscription
+	for rows.Next() {
+		sub := persistence.Subscription{Instance: id}
+		var mode string
+		if err := rows.Scan(&sub.Channel, &mode); err != nil {
+			return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
+		}
+		sub.Mode = persistence.Mode(mode)
+		out = append(out, sub)
+	}
+	return out, rows.Err()
+}
+
+// ChannelStats summarises channels.
+func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT channel, MAX(mode), SUM(subs), SUM(waiting) FROM (
+			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting FROM subscriptions GROUP BY channel, mode
+			UNION ALL
+			SELECT channel, '' AS mode, 0, COUNT(*) FROM messages WHERE channel != '' GROUP BY channel
+		) GROUP BY channel ORDER BY channel`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: channel stats: %w", err)
+	}
+	defer rows.Close()
+	var out []persistence.ChannelStat
+	for rows.Next() {
+		var c persistence.ChannelStat
+		var mode string
+		if err := rows.Scan(&c.Channel, &mode, &c.Subscribers, &c.Waiting); err != nil {
+			return nil, fmt.Errorf("sqlite: channel stats: %w", err)
+		}
+		c.Mode = persistence.Mode(mode)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// DueTimers lists timers due before t.
+func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]persistence.Timer, error) {
+	if limit <= 0 {
+		limit = 10000
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT instance_id, timer_id, due FROM timers WHERE due < ? ORDER BY due LIMIT ?`, before.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: due timers: %w", err)
+	}
+	defer rows.Close()
+	var out []persistence.Timer
+	for rows.Next() {
+		var t persistence.Timer
+		var due int64
+		if err := rows.Scan(&t.Instance, &t.ID, &due); err != nil {
+			return nil, fmt.Errorf("sqlite: due timers: %w", err)
+		}
+		t.Due = fromNS(due)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,425 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+const terminalSQL = `('completed', 'failed', 'cancelled')`
+
+// stmts are the writer connection's prepared statements for the hot path.
+type stmts struct {
+	insertInstance *sql.Stmt
+	updateInstance *sql.Stmt
+	insertEvent    *sql.Stmt
+	deleteMessage  *sql.Stmt
+	insertMessage  *sql.Stmt
+	insertIfLive   *sql.Stmt
+	channelSubs    *sql.Stmt
+	deleteTimer    *sql.Stmt
+	upsertTimer    *sql.Stmt
+	instanceState  *sql.Stmt
+}
+
+func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	p := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var s *sql.Stmt
+		s, err = db.PrepareContext(ctx, q)
+		return s
+	}
+	st.insertInstance = p(`INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, run, history_len, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, 0, 0, ?, ?) ON CONFLICT (id) DO NOTHING`)
+	st.updateInstance = p(`UPDATE instances SET
+		history_len = CASE WHEN ?1 THEN ?2 ELSE history_len + ?2 END,
+		run = run + ?1,
+		status = COALESCE(NULLIF(?3, ''), status),
+		output = CASE WHEN ?4 THEN ?5 ELSE output END,
+		error = CASE WHEN ?4 THEN ?6 ELSE error END,
+		lease_owner = CASE WHEN ?7 THEN NULL ELSE lease_owner END,
+		lease_expires = CASE WHEN ?7 THEN 0 ELSE lease_expires END,
+		restarts = restarts + ?8,
+		updated_at = ?9
+		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL)
+	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
+	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at) VALUES (?, ?, NULLIF(?, ''), ?, ?, ?, ?)`)
+	st.insertIfLive = p(`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+		SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM instances WHERE id = ?3 AND status NOT IN ` + terminalSQL + `)`)
+	st.channelSubs = p(`SELECT instance_id, mode FROM subscriptions WHERE channel = ?`)
+	st.deleteTimer = p(`DELETE FROM timers WHERE instance_id = ? AND timer_id = ?`)
+	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due) VALUES (?, ?, ?) ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`)
+	st.instanceState = p(`SELECT status, lease_epoch, history_len FROM instances WHERE id = ?`)
+	return err
+}
+
+func (st *stmts) close() {
+	for _, s := range []*sql.Stmt{st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// Apply commits one step; concurrent calls share commits.
+func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
+	var res persistence.StepResult
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res = persistence.StepResult{}
+		return s.applyStep(tx, step, &res)
+	})
+	return res, err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.StepResult) error {
+	now := time.Now()
+	id := step.Instance
+	epoch := step.Epoch
+	if step.Create != nil {
+		c := step.Create
+		if c.ID == "" || c.Workflow == "" {
+			return fmt.Errorf("%w: instance needs an ID and a workflow", persistence.ErrInvalidRecord)
+		}
+		status := c.Status
+		if status == "" {
+			status = persistence.StatusRunning
+		}
+		r, err := tx.Stmt(s.st.insertInstance).Exec(c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch,
+			ns(c.LeaseExpires), now.UnixNano(), now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("sqlite: insert instance: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			inst, err := scanInstance(tx.QueryRow(instanceSelect+` WHERE id = ?`, c.ID))
+			if err != nil {
+				return fmt.Errorf("sqlite: read existing instance: %w", err)
+			}
+			res.Existing = &inst
+			return nil
+		}
+		id, epoch = c.ID, c.LeaseEpoch
+	}
+	if id != "" && (step.Create == nil || len(step.History) > 0 || step.Status != "") {
+		expect := int64(-1)
+		if len(step.History) > 0 && !step.ResetHistory {
+			expect = step.History[0].Seq
+		}
+		if step.Create != nil {
+			expect = 0
+		}
+		var setOut bool
+		if step.Status != "" && (step.Status.Terminal() || step.Output != nil || step.Error != "") {
+			setOut = true
+		}
+		release := step.ReleaseLease || step.Status.Terminal()
+		r, err := tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
+			step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect)
+		if err != nil {
+			return fmt.Errorf("sqlite: update instance: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			return s.diagnose(tx, id, epoch, expect)
+		}
+	}
+	if step.ResetHistory {
+		if _, err := tx.Exec(`DELETE FROM history WHERE instance_id = ?`, id); err != nil {
+			return fmt.Errorf("sqlite: reset history: %w", err)
+		}
+	}
+	if len(step.History) > 0 {
+		ins := tx.Stmt(s.st.insertEvent)
+		for _, e := range step.History {
+			at := e.At
+			if at.IsZero() {
+				at = now
+			}
+			if _, err := ins.Exec(id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano()); err != nil {
+				return fmt.Errorf("sqlite: append history %s#%d: %w", id, e.Seq, err)
+			}
+		}
+	}
+	if len(step.Consume) > 0 {
+		del := tx.Stmt(s.st.deleteMessage)
+		for _, seq := range step.Consume {
+			r, err := del.Exec(seq)
+			if err != nil {
+				return fmt.Errorf("sqlite: consume message: %w", err)
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq)
+			}
+		}
+	}
+	for _, sub := range step.Subscribe {
+		if err := s.subscribe(tx, id, sub); err != nil {
+			return err
+		}
+	}
+	for _, ch := range step.Unsubscribe {
+		if _, err := tx.Exec(`DELETE FROM subscriptions WHERE instance_id = ? AND channel = ?`, id, ch); err != nil {
+			return fmt.Errorf("sqlite: unsubscribe: %w", err)
+		}
+	}
+	for _, m := range step.Send {
+		if err := s.send(tx, m, now, res); err != nil {
+			return err
+		}
+	}
+	if len(step.CancelTimers) > 0 || len(step.FireTimers) > 0 {
+		del := tx.Stmt(s.st.deleteTimer)
+		for _, t := range step.CancelTimers {
+			if _, err := del.Exec(id, t); err != nil {
+				return fmt.Errorf("sqlite: cancel timer: %w", err)
+			}
+		}
+		for _, t := range step.FireTimers {
+			r, err := del.Exec(id, t)
+			if err != nil {
+				return fmt.Errorf("sqlite: fire timer: %w", err)
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				return fmt.Errorf("%w: %s/%s", persistence.ErrTimerGone, id, t)
+			}
+		}
+	}
+	if len(step.AddTimers) > 0 {
+		up := tx.Stmt(s.st.upsertTimer)
+		for _, t := range step.AddTimers {
+			if _, err := up.Exec(id, t.ID, t.Due.UnixNano()); err != nil {
+				return fmt.Errorf("sqlite: add timer: %w", err)
+			}
+		}
+	}
+	if step.Status.Terminal() {
+		for _, q := range []string{
+			`DELETE FROM subscriptions WHERE instance_id = ?`,
+			`DELETE FROM timers WHERE instance_id = ?`,
+			`DELETE FROM messages WHERE target = ?`,
+		} {
+			if _, err := tx.Exec(q, id); err != nil {
+				return fmt.Errorf("sqlite: release ended instance: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// diagnose turns a failed conditional update into the error that says why.
+func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64) error {
+	var status string
+	var gotEpoch, hlen int64
+	err := tx.Stmt(s.st.instanceState).QueryRow(id).Scan(&status, &gotEpoch, &hlen)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+	case err != nil:
+		return fmt.Errorf("sqlite: read instance %s: %w", id, err)
+	case persistence.Status(status).Terminal():
+		return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
+	case gotEpoch != epoch:
+		return fmt.Errorf("%w: %s epoch %d, writer has %d", persistence.ErrFenced, id, gotEpoch, epoch)
+	default:
+		return fmt.Errorf("%w: %s has %d events, step starts at %d", persistence.ErrHistoryGap, id, hlen, expect)
+	}
+}
+
+func (s *Store) subscribe(tx *sql.Tx, id string, sub persistence.Subscription) error {
+	if !sub.Mode.Valid() {
+		return fmt.Errorf("%w: unknown channel mode %q", persistence.ErrInvalidRecord, sub.Mode)
+	}
+	var mode string
+	err := tx.QueryRow(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`, sub.Channel, id).Scan(&mode)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite: subscribe: %w", err)
+	}
+	if err == nil && persistence.Mode(mode) != sub.Mode {
+		return &persistence.ModeConflictError{Channel: sub.Channel, Existing: persistence.Mode(mode), Requested: sub.Mode}
+	}
+	if _, err := tx.Exec(`INSERT INTO subscriptions (instance_id, channel, mode) VALUES (?, ?, ?)
+		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`, id, sub.Channel, string(sub.Mode)); err != nil {
+		return fmt.Errorf("sqlite: subscribe: %w", err)
+	}
+	return nil
+}
+
+func encodeMeta(m map[string]string) (any, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *persistence.StepResult) error {
+	if m.ID == "" {
+		return fmt.Errorf("%w: message needs an ID", persistence.ErrInvalidRecord)
+	}
+	meta, err := encodeMeta(m.Metadata)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode metadata: %w", err)
+	}
+	at := m.PublishedAt
+	if at.IsZero() {
+		at = now
+	}
+	var subs []string
+	var mode persistence.Mode
+	if m.Channel != "" {
+		rows, err := tx.Stmt(s.st.channelSubs).Query(m.Channel)
+		if err != nil {
+			return fmt.Errorf("sqlite: read subscribers: %w", err)
+		}
+		for rows.Next() {
+			var inst, md string
+			if err := rows.Scan(&inst, &md); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: read subscribers: %w", err)
+			}
+			subs = append(subs, inst)
+			mode = persistence.Mode(md)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("sqlite: read subscribers: %w", err)
+		}
+	}
+	if m.Target != "" {
+		if mode != "" && mode != persistence.Direct {
+			return &persistence.ModeConflictError{Channel: m.Channel, Existing: mode, Requested: persistence.Direct}
+		}
+		if m.MustDeliver {
+			var status string
+			err := tx.QueryRow(`SELECT status FROM instances WHERE id = ?`, m.Target).Scan(&status)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: %s", persistence.ErrNotFound, m.Target)
+			}
+			if err != nil {
+				return fmt.Errorf("sqlite: read target: %w", err)
+			}
+			if persistence.Status(status).Terminal() {
+				return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, m.Target, status)
+			}
+		}
+		r, err := tx.Stmt(s.st.insertIfLive).Exec(m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano())
+		if err != nil {
+			return fmt.Errorf("sqlite: send: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n > 0 {
+			res.Woken = append(res.Woken, m.Target)
+		}
+		return nil
+	}
+	switch mode {
+	case persistence.Direct:
+		return &persistence.ModeConflictError{Channel: m.Channel, Existing: mode, Requested: persistence.Broadcast}
+	case persistence.Broadcast:
+		if _, err := tx.Exec(`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+			SELECT ?, ?, instance_id, ?, ?, ?, ? FROM subscriptions WHERE channel = ? ORDER BY instance_id`,
+			m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano(), m.Channel); err != nil {
+			return fmt.Errorf("sqlite: publish: %w", err)
+		}
+	default: // competing, or nobody subscribed yet: keep it in the channel's queue
+		if _, err := tx.Stmt(s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Payload, meta, at.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: publish: %w", err)
+		}
+	}
+	res.Woken = append(res.Woken, subs...)
+	return nil
+}
+
+// AcquireLease takes an instance's lease.
+func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (persistence.Instance, error) {
+	var inst persistence.Instance
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		r, err := tx.Exec(`UPDATE instances SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = ?,
+			status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, updated_at = ?
+			WHERE id = ? AND status NOT IN `+terminalSQL+` AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires < ?)`,
+			owner, now.Add(ttl).UnixNano(), now.UnixNano(), id, owner, now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("sqlite: acquire lease: %w", err)
+		}
+		n, _ := r.RowsAffected()
+		inst, err = scanInstance(tx.QueryRow(instanceSelect+` WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: acquire lease: %w", err)
+		}
+		if n == 0 {
+			if inst.Status.Terminal() {
+				return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, inst.Status)
+			}
+			return fmt.Errorf("%w: %s held by %s until %s", persistence.ErrLeaseHeld, id, inst.LeaseOwner, inst.LeaseExpires.Format(time.RFC3339Nano))
+		}
+		return nil
+	})
+	return inst, err
+}
+
+// RenewLeases extends all of owner's leases.
+func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE instances SET lease_expires = ? WHERE lease_owner = ?`, time.Now().Add(ttl).UnixNano(), owner)
+		if err != nil {
+			return fmt.Errorf("sqlite: renew leases: %w", err)
+		}
+		return nil
+	})
+}
+
+// ReleaseLeases drops all of owner's leases.
+func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = ?`, owner)
+		if err != nil {
+			return fmt.Errorf("sqlite: release leases: %w", err)
+		}
+		return nil
+	})
+}
+
+// RequestCancel records a cancel request.
+func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var status string
+		err := tx.QueryRow(`SELECT status FROM instances WHERE id = ?`, id).Scan(&status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: cancel: %w", err)
+		}
+		if persistence.Status(status).Terminal() {
+			return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
+		}
+		if _, err := tx.Exec(`UPDATE instances SET cancel_reason = ?, updated_at = ? WHERE id = ? AND cancel_reason = ''`,
+			reason, time.Now().UnixNano(), id); err != nil {
+			return fmt.Errorf("sqlite: cancel: %w", err)
+		}
+		return nil
+	})
+}

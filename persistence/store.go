@@ -1,0 +1,267 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is the lifecycle state of an instance.
+type Status string
+
+// Instance statuses. Running covers both executing and parked activations;
+// Waiting means passivated: no activation holds it, and only mail, a timer or
+// a cancel request brings it back.
+const (
+	StatusRunning      Status = "running"
+	StatusWaiting      Status = "waiting"
+	StatusCompensating Status = "compensating"
+	StatusCompleted    Status = "completed"
+	StatusFailed       Status = "failed"
+	StatusCancelled    Status = "cancelled"
+)
+
+// Terminal reports whether an instance in this status has ended for good.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Mode is how a channel hands its messages to subscribers.
+type Mode string
+
+// Channel modes.
+const (
+	// Broadcast: every subscriber gets its own copy of every message published
+	// after it subscribed.
+	Broadcast Mode = "broadcast"
+	// Competing: each message is consumed by exactly one subscriber; messages
+	// wait in the channel's queue until some subscriber takes them.
+	Competing Mode = "competing"
+	// Direct: messages are addressed to one instance on the channel.
+	Direct Mode = "direct"
+)
+
+// Valid reports whether m is one of the known modes.
+func (m Mode) Valid() bool { return m == Broadcast || m == Competing || m == Direct }
+
+// Errors that callers branch on. Drivers return them (possibly wrapped) so
+// that errors.Is works.
+var (
+	ErrNotFound      = errors.New("norn: instance not found")
+	ErrInstanceDone  = errors.New("norn: instance already ended")
+	ErrFenced        = errors.New("norn: lease epoch changed; this activation no longer owns the instance")
+	ErrLeaseHeld     = errors.New("norn: instance lease held by another owner")
+	ErrMessageGone   = errors.New("norn: message already consumed")
+	ErrTimerGone     = errors.New("norn: timer already fired or cancelled")
+	ErrHistoryGap    = errors.New("norn: history sequence does not continue the stored history")
+	ErrStoreClosed   = errors.New("norn: store closed")
+	ErrChannelMode   = errors.New("norn: channel mode conflict")
+	ErrInvalidRecord = errors.New("norn: invalid record")
+)
+
+// ModeConflictError says a channel already has subscribers in another mode.
+type ModeConflictError struct {
+	Channel   string
+	Existing  Mode
+	Requested Mode
+}
+
+func (e *ModeConflictError) Error() string {
+	return fmt.Sprintf("norn: channel %q has %s subscribers; cannot use it as %s", e.Channel, e.Existing, e.Requested)
+}
+
+// Is makes errors.Is(err, ErrChannelMode) true.
+func (e *ModeConflictError) Is(target error) bool { return target == ErrChannelMode }
+
+// Instance is one durable run of a workflow.
+type Instance struct {
+	ID           string
+	Workflow     string
+	Status       Status
+	Input        []byte
+	Output       []byte
+	Error        string
+	Parent       string // instance that spawned it, if any
+	LeaseOwner   string
+	LeaseEpoch   int64
+	LeaseExpires time.Time
+	CancelReason string // non-empty once a cancel was requested
+	Restarts     int64
+	Run          int64 // continue-as-new generation, 0 for the first run
+	HistoryLen   int64 // number of events in the current run's history
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Event is one entry of an instance's history.
+type Event struct {
+	Seq     int64
+	Kind    string
+	Name    string // activity, channel, timer or workflow name
+	Ref     string // activity ID, message ID, timer ID …
+	Payload []byte
+	Error   string
+	At      time.Time
+}
+
+// Message is one message waiting in some mailbox.
+type Message struct {
+	Seq         int64  // store-wide arrival order
+	ID          string // logical message ID (copies of one broadcast share it)
+	Channel     string
+	Target      string // addressee; empty for a competing channel's queue
+	Sender      string
+	Payload     []byte
+	Metadata    map[string]string
+	PublishedAt time.Time
+}
+
+// NewMessage is a message to add in a step.
+//
+// With Target set it goes to that instance's mailbox (send by PID, or direct
+// on Channel). With Target empty it is published on Channel: a broadcast
+// channel copies it to every subscriber, any other channel keeps it in the
+// channel's queue for competing subscribers.
+type NewMessage struct {
+	ID          string
+	Channel     string
+	Target      string
+	Sender      string
+	Payload     []byte
+	Metadata    map[string]string
+	PublishedAt time.Time
+	// MustDeliver makes the step fail with ErrNotFound or ErrInstanceDone if
+	// Target does not exist or has ended. Without it such a message is
+	// dropped, as mail to a dead process is.
+	MustDeliver bool
+}
+
+// Subscription ties an instance to a channel in one mode.
+type Subscription struct {
+	Instance string
+	Channel  string
+	Mode     Mode
+}
+
+// Timer is a durable wake-up for one instance.
+type Timer struct {
+	Instance string
+	ID       string
+	Due      time.Time
+}
+
+// Step is one atomic transition of one instance: everything in it commits
+// together or not at all (DESIGN invariant 2).
+type Step struct {
+	// Instance the step changes. Empty for a step that only sends messages
+	// from outside any workflow.
+	Instance string
+	// Epoch is the lease epoch the writer holds. The step fails with
+	// ErrFenced unless the stored epoch still equals it.
+	Epoch int64
+	// Create inserts a new instance (with History as its first events, and
+	// the lease given in it). If the ID exists, nothing at all is applied
+	// and StepResult.Existing is set.
+	Create *Instance
+	// History is appended; History[0].Seq must equal the stored HistoryLen.
+	History []Event
+	// Status, when set, replaces the status; Output and Error go with it.
+	// A terminal status also drops the instance's subscriptions, timers and
+	// unconsumed mail, and releases the lease.
+	Status Status
+	Output []byte
+	Error  string
+	// Consume removes these messages (by Seq) from the mailbox; if any is
+	// already gone the step fails with ErrMessageGone.
+	Consume []int64
+	// Send adds messages.
+	Send []NewMessage
+	// Subscribe and Unsubscribe change channel subscriptions.
+	Subscribe   []Subscription
+	Unsubscribe []string
+	// AddTimers and CancelTimers schedule and drop timers of this instance.
+	AddTimers    []Timer
+	CancelTimers []string
+	// FireTimers deletes timers that must still exist (ErrTimerGone if not).
+	FireTimers []string
+	// ReleaseLease clears the lease after the step (passivation, shutdown).
+	ReleaseLease bool
+	// ResetHistory drops the current history before appending (continue-as-new):
+	// History[0].Seq must then be 0 and Run is incremented.
+	ResetHistory bool
+	// IncRestarts adds one to the restart counter.
+	IncRestarts bool
+}
+
+// StepResult is what a committed step changed beyond itself.
+type StepResult struct {
+	// Existing is set when Create found the ID taken.
+	Existing *Instance
+	// Woken lists the instances whose mailbox gained a message, so that
+	// their activations can be woken.
+	Woken []string
+}
+
+// ListFilter selects instances for List.
+type ListFilter struct {
+	Status   []Status
+	Workflow string
+	After    string // instance ID to continue after (ordered by ID)
+	Limit    int
+}
+
+// ChannelStat summarises one channel.
+type ChannelStat struct {
+	Channel     string
+	Mode        Mode // empty if the channel has no subscribers
+	Subscribers int
+	Waiting     int // messages not yet consumed (queue plus per-subscriber copies)
+}
+
+// Store is the durable state of a Norn node or cluster. Implementations must
+// be safe for concurrent use; Apply is where drivers batch concurrent steps
+// into shared commits.
+type Store interface {
+	// Apply commits one step atomically.
+	Apply(ctx context.Context, s Step) (StepResult, error)
+
+	// AcquireLease takes the instance's lease for owner until now+ttl,
+	// incrementing its epoch. It fails with ErrLeaseHeld if another owner
+	// holds an unexpired lease, ErrInstanceDone if the instance has ended,
+	// ErrNotFound if there is no such instance. A waiting instance becomes
+	// running.
+	AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (Instance, error)
+	// RenewLeases extends every lease owner holds to now+ttl.
+	RenewLeases(ctx context.Context, owner string, ttl time.Duration) error
+	// ReleaseLeases drops every lease owner holds (clean shutdown).
+	ReleaseLeases(ctx context.Context, owner string) error
+
+	// RequestCancel records a cancel request on a non-terminal instance.
+	RequestCancel(ctx context.Context, id, reason string) error
+
+	// Instance reads one instance.
+	Instance(ctx context.Context, id string) (Instance, error)
+	// History reads an instance's current-run history from seq on.
+	History(ctx context.Context, id string, fromSeq int64) ([]Event, error)
+	// List reads instances ordered by ID.
+	List(ctx context.Context, f ListFilter) ([]Instance, error)
+	// Runnable lists non-terminal instances that no live lease covers and
+	// that need an activation: status running or compensating, or waiting
+	// with mail in their mailbox or a cancel request.
+	Runnable(ctx context.Context, now time.Time, limit int) ([]string, error)
+
+	// Mailbox reads the instance's mailbox in arrival order: messages
+	// addressed to it plus the queues of channels it consumes competitively.
+	Mailbox(ctx context.Context, id string, limit int) ([]Message, error)
+	// Subscriptions lists an instance's subscriptions.
+	Subscriptions(ctx context.Context, id string) ([]Subscription, error)
+	// ChannelStats summarises every channel with subscribers or waiting messages.
+	ChannelStats(ctx context.Context) ([]ChannelStat, error)
+
+	// DueTimers lists timers due before t, earliest first.
+	DueTimers(ctx context.Context, before time.Time, limit int) ([]Timer, error)
+
+	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
+	Close() error
+}
