@@ -1,0 +1,441 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+type signal int
+
+const (
+	sigWake signal = iota
+	sigCancel
+	sigStop
+)
+
+// Event kinds recorded in history.
+const (
+	evStarted        = "started"
+	evActivity       = "activity"
+	evNow            = "now"
+	evTimer          = "timer"
+	evTimerFired     = "timer_fired"
+	evReceived       = "received"
+	evReceiveWait    = "receive_wait"
+	evReceiveTimeout = "receive_timeout"
+	evSent           = "sent"
+	evPublished      = "published"
+	evSubscribed     = "subscribed"
+	evUnsubscribed   = "unsubscribed"
+	evCompleted      = "completed"
+	evFailed         = "failed"
+	evCancelled      = "cancelled"
+)
+
+// stopPanic unwinds a workflow goroutine whose activation must end without
+// touching the instance (shutdown, passivation, lost lease).
+type stopPanic struct{ reason string }
+
+// infraPanic unwinds a workflow goroutine after a store failure.
+type infraPanic struct{ err error }
+
+// activation is the live actor of one instance on this node: a protoactor
+// actor (shell) that receives signals, plus the goroutine running the
+// workflow function, which replays history and then carries on live.
+type activation struct {
+	sys   *System
+	id    string
+	def   Definition
+	inst  persistence.Instance
+	epoch int64
+
+	history []persistence.Event // recorded events to replay
+	pos     int                 // next event to replay
+	seq     int64               // seq of the next event to record
+
+	pending  persistence.Step // recorded but not yet committed
+	consumed map[int64]bool   // messages consumed by pending
+	counters map[string]int   // deterministic call IDs per name
+	spread   int              // rotates the pick among competing messages
+
+	wakeCh   chan struct{}
+	stopCh   chan struct{}
+	cancelCh chan struct{}
+	stopOne  sync.Once
+	cancOne  sync.Once
+
+	mu        sync.Mutex // guards actCancel
+	actCancel context.CancelFunc
+	runCtx    context.Context
+	runStop   context.CancelFunc
+
+	cancelled    bool // a cancel has been observed by the workflow
+	cancelReason string
+
+	// guarded by sys.mu
+	passivating bool
+	rewake      bool
+
+	pid *protoactor.PID
+	ctx *Context
+}
+
+func newActivation(s *System, def Definition, inst persistence.Instance, hist []persistence.Event) *activation {
+	a := &activation{
+		sys: s, id: inst.ID, def: def, inst: inst, epoch: inst.LeaseEpoch,
+		history: hist, seq: int64(len(hist)),
+		consumed: map[int64]bool{}, counters: map[string]int{},
+		wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}), cancelCh: make(chan struct{}),
+	}
+	a.runCtx, a.runStop = context.WithCancel(s.ctx)
+	if inst.CancelReason != "" {
+		a.cancelReason = inst.CancelReason
+		a.cancOne.Do(func() { close(a.cancelCh) })
+	}
+	a.ctx = &Context{a: a}
+	return a
+}
+
+// signal sends sig through the activation's actor.
+func (a *activation) signal(sig signal) {
+	if a.pid == nil {
+		a.deliver(sig)
+		return
+	}
+	a.sys.actors.Root.Send(a.pid, sig)
+}
+
+// deliver hands a signal to the workflow goroutine (called by the shell actor).
+func (a *activation) deliver(sig signal) {
+	switch sig {
+	case sigWake:
+		select {
+		case a.wakeCh <- struct{}{}:
+		default:
+		}
+	case sigCancel:
+		a.cancOne.Do(func() { close(a.cancelCh) })
+		a.cancelActivity()
+	case sigStop:
+		a.stop()
+	}
+}
+
+func (a *activation) stop() {
+	a.stopOne.Do(func() {
+		close(a.stopCh)
+		a.runStop()
+	})
+}
+
+func (a *activation) cancelActivity() {
+	a.mu.Lock()
+	if a.actCancel != nil {
+		a.actCancel()
+	}
+	a.mu.Unlock()
+}
+
+func (a *activation) stopped() bool {
+	select {
+	case <-a.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// isCancelled reports (and latches) whether a cancel reached the activation.
+func (a *activation) isCancelled() bool {
+	if a.cancelled {
+		return true
+	}
+	select {
+	case <-a.cancelCh:
+		a.cancelled = true
+	default:
+	}
+	return a.cancelled
+}
+
+type outcome int
+
+const (
+	outDone outcome = iota
+	outStopped
+	outNonDeterminism
+	outCrash
+)
+
+// run is the workflow goroutine.
+func (a *activation) run() {
+	finished := false
+	defer func() { a.sys.ended(a, finished) }()
+	defer a.runStop()
+	out, werr, oc, crash := a.execute()
+	switch oc {
+	case outStopped:
+		return
+	case outNonDeterminism:
+		finished = a.finish(persistence.StatusFailed, nil, werr.Error())
+	case outCrash:
+		a.crashed(crash)
+	case outDone:
+		switch {
+		case werr == nil:
+			finished = a.finish(persistence.StatusCompleted, out, "")
+		case a.cancelled:
+			finished = a.finish(persistence.StatusCancelled, nil, a.reason())
+		default:
+			finished = a.finish(persistence.StatusFailed, nil, werr.Error())
+		}
+	}
+}
+
+func (a *activation) reason() string {
+	if a.cancelReason != "" {
+		return a.cancelReason
+	}
+	if in, err := a.sys.store.Instance(a.sys.ctx, a.id); err == nil && in.CancelReason != "" {
+		return in.CancelReason
+	}
+	return "cancelled"
+}
+
+// execute runs the workflow function, turning the control-flow panics back
+// into outcomes.
+func (a *activation) execute() (out []byte, werr error, oc outcome, crash string) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		switch p := r.(type) {
+		case stopPanic:
+			oc = outStopped
+		case *NonDeterminismError:
+			oc, werr = outNonDeterminism, p
+		case infraPanic:
+			oc, crash = outCrash, "store: "+p.err.Error()
+		default:
+			oc, crash = outCrash, fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if len(a.history) == 0 || a.history[0].Kind != evStarted {
+		panic(&NonDeterminismError{Expected: "started", Got: "history without a start event"})
+	}
+	a.pos = 1
+	out, werr = a.def.run(a.ctx, a.inst.Input)
+	return out, werr, outDone, ""
+}
+
+// finish commits the instance's end. It reports whether the end is durable.
+func (a *activation) finish(status persistence.Status, out []byte, msg string) bool {
+	kind := map[persistence.Status]string{persistence.StatusCompleted: evCompleted,
+		persistence.StatusFailed: evFailed, persistence.StatusCancelled: evCancelled}[status]
+	a.record(persistence.Event{Kind: kind, Name: a.def.Name(), Payload: out, Error: msg})
+	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
+	if err := a.commit(); err != nil {
+		if !errors.Is(err, persistence.ErrFenced) && a.sys.ctx.Err() == nil {
+			a.crashed("store: " + err.Error())
+		}
+		return false
+	}
+	if status == persistence.StatusFailed {
+		a.sys.log.Warn("instance failed", "instance", a.id, "workflow", a.def.Name(), "err", msg)
+	}
+	return true
+}
+
+// crashed handles a panic or store failure: restart from history after a
+// back-off, within the workflow's restart budget; past it, fail the instance.
+func (a *activation) crashed(reason string) {
+	s := a.sys
+	if s.ctx.Err() != nil {
+		return
+	}
+	delay, ok := s.restartDecision(a.id, a.def)
+	if !ok {
+		s.log.Error("instance exhausted its restart budget", "instance", a.id, "reason", reason)
+		a.pending = persistence.Step{}
+		a.seq = int64(len(a.history))
+		a.finish(persistence.StatusFailed, nil, "restart budget exhausted: "+reason)
+		return
+	}
+	s.log.Warn("activation crashed; restarting from history", "instance", a.id, "in", delay, "reason", reason)
+	_, _ = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: true, ReleaseLease: true})
+	s.goBG(func() {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-s.ctx.Done():
+		case <-t.C:
+			s.wake(a.id)
+		}
+	})
+}
+
+// next returns the next recorded event if replay is still going on; a
+// recorded event of another kind or name is a NonDeterminismError.
+func (a *activation) next(kind, name string) (persistence.Event, bool) {
+	if a.pos >= len(a.history) {
+		return persistence.Event{}, false
+	}
+	e := a.history[a.pos]
+	if e.Kind != kind || e.Name != name {
+		panic(&NonDeterminismError{Seq: e.Seq, Expected: e.Kind + " " + e.Name, Got: kind + " " + name})
+	}
+	a.pos++
+	return e, true
+}
+
+// peek returns the next recorded event without consuming it.
+func (a *activation) peek() (persistence.Event, bool) {
+	if a.pos >= len(a.history) {
+		return persistence.Event{}, false
+	}
+	return a.history[a.pos], true
+}
+
+func (a *activation) nextID(name string) string {
+	a.counters[name]++
+	return name + ":" + strconv.Itoa(a.counters[name])
+}
+
+// record appends a new event to the pending step.
+func (a *activation) record(e persistence.Event) {
+	e.Seq = a.seq
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	a.seq++
+	a.pending.History = append(a.pending.History, e)
+}
+
+// mark is a point in the pending step to go back to.
+type mark struct {
+	step persistence.Step
+	seq  int64
+}
+
+func (a *activation) mark() mark { return mark{step: a.pending, seq: a.seq} }
+
+func (a *activation) restore(m mark) {
+	for _, seq := range a.pending.Consume[len(m.step.Consume):] {
+		delete(a.consumed, seq)
+	}
+	a.pending, a.seq = m.step, m.seq
+}
+
+func (a *activation) pendingEmpty() bool {
+	p := &a.pending
+	return len(p.History) == 0 && len(p.Consume) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
+		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == ""
+}
+
+// commit applies the pending step and returns the store's error.
+func (a *activation) commit() error {
+	if a.pendingEmpty() {
+		return nil
+	}
+	step := a.pending
+	step.Instance, step.Epoch = a.id, a.epoch
+	res, err := a.sys.store.Apply(a.sys.ctx, step)
+	if err != nil {
+		return err
+	}
+	a.pending = persistence.Step{}
+	clear(a.consumed)
+	a.sys.afterCommit(a.id, &step, res)
+	return nil
+}
+
+// flush commits the pending step; a failure unwinds the workflow goroutine
+// (lost lease: stop; anything else: crash and restart from history).
+func (a *activation) flush() {
+	if err := a.commit(); err != nil {
+		a.fail(err)
+	}
+}
+
+func (a *activation) fail(err error) {
+	if errors.Is(err, persistence.ErrFenced) || a.sys.ctx.Err() != nil {
+		panic(stopPanic{reason: err.Error()})
+	}
+	panic(infraPanic{err: err})
+}
+
+// isUserError says whether a failed step was rejected for what the workflow
+// asked (which the workflow gets back as an error) rather than for the
+// store's state.
+func isUserError(err error) bool {
+	return errors.Is(err, persistence.ErrChannelMode) || errors.Is(err, persistence.ErrNotFound) ||
+		errors.Is(err, persistence.ErrInstanceDone) || errors.Is(err, persistence.ErrInvalidRecord)
+}
+
+// park flushes and waits for a wake-up. It returns ErrCancelled once the
+// instance is cancelled; shutdown and passivation unwind the goroutine.
+func (a *activation) park() error {
+	a.flush()
+	if a.isCancelled() {
+		return ErrCancelled
+	}
+	idle := time.NewTimer(a.sys.cfg.PassivateAfter)
+	defer idle.Stop()
+	for {
+		select {
+		case <-a.wakeCh:
+			return nil
+		case <-a.cancelCh:
+			a.cancelled = true
+			return ErrCancelled
+		case <-a.stopCh:
+			panic(stopPanic{reason: "stopping"})
+		case <-idle.C:
+			if a.passivate() {
+				panic(stopPanic{reason: "passivated"})
+			}
+			idle.Reset(a.sys.cfg.PassivateAfter)
+		}
+	}
+}
+
+// passivate gives the instance back to the store (status waiting, no lease)
+// so that the activation can end. Wake-ups that arrive meanwhile are kept
+// (rewake) and start a new activation.
+func (a *activation) passivate() bool {
+	s := a.sys
+	s.mu.Lock()
+	select {
+	case <-a.wakeCh:
+		s.mu.Unlock()
+		a.deliver(sigWake)
+		return false
+	default:
+	}
+	a.passivating = true
+	s.mu.Unlock()
+	_, err := s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true})
+	if err == nil || errors.Is(err, persistence.ErrFenced) {
+		return true
+	}
+	s.log.Warn("passivation failed; staying active", "instance", a.id, "err", err)
+	s.mu.Lock()
+	a.passivating = false
+	rewake := a.rewake
+	a.rewake = false
+	s.mu.Unlock()
+	if rewake {
+		a.deliver(sigWake)
+	}
+	return false
+}

@@ -1,0 +1,128 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/supervisor"
+)
+
+// CallOption configures one activity call.
+type CallOption func(*callConfig)
+
+type callConfig struct{ id string }
+
+// WithActivityID gives the call an explicit activity ID instead of the
+// deterministic "name:N".
+func WithActivityID(id string) CallOption { return func(c *callConfig) { c.id = id } }
+
+// Run calls the activity from a workflow. The first time, it runs the
+// function (with the retry policy and timeout) and records the outcome; on
+// replay it returns the recorded outcome without running anything.
+func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out, error) {
+	var zero Out
+	a := ctx.a
+	var cc callConfig
+	for _, o := range opts {
+		o(&cc)
+	}
+	id := a.nextID(d.name)
+	if cc.id != "" {
+		id = cc.id
+	}
+	if e, ok := a.next(evActivity, d.name); ok {
+		if e.Ref != id {
+			panic(&NonDeterminismError{Seq: e.Seq, Expected: "activity " + e.Ref, Got: "activity " + id})
+		}
+		if e.Error != "" {
+			return zero, &ActivityError{Activity: d.name, ID: id, Message: e.Error}
+		}
+		out, err := decode[Out](e.Payload)
+		if err != nil {
+			panic(infraPanic{err: fmt.Errorf("recorded result of %s does not decode as %s: %w", id, typeName[Out](), err)})
+		}
+		return out, nil
+	}
+	if a.isCancelled() {
+		return zero, ErrCancelled
+	}
+	// What the workflow did before the call becomes visible before the call's
+	// side effects start.
+	a.flush()
+	out, err := d.attempt(a, id, in)
+	if a.stopped() {
+		panic(stopPanic{reason: "stopping"})
+	}
+	if a.isCancelled() && errors.Is(err, context.Canceled) {
+		return zero, ErrCancelled
+	}
+	ev := persistence.Event{Kind: evActivity, Name: d.name, Ref: id}
+	if err != nil {
+		ev.Error = err.Error()
+	} else if ev.Payload, err = encode(out); err != nil {
+		ev.Error = err.Error()
+	}
+	a.record(ev)
+	a.flush()
+	if ev.Error != "" {
+		return zero, &ActivityError{Activity: d.name, ID: id, Message: ev.Error, Terminal: supervisor.IsTerminal(err)}
+	}
+	return out, nil
+}
+
+// attempt runs the function until it succeeds or the retry policy gives up.
+func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In) (Out, error) {
+	start := time.Now()
+	for n := 1; ; n++ {
+		out, err := d.once(a, id, in, n)
+		if err == nil {
+			return out, nil
+		}
+		if a.runCtx.Err() != nil || a.isCancelled() {
+			return out, context.Canceled
+		}
+		wait, retry := d.retry.Next(n, time.Since(start), err)
+		if !retry {
+			if supervisor.IsTerminal(err) || n == 1 {
+				return out, err
+			}
+			return out, &supervisor.RetryExhaustedError{Attempts: n, Last: err}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-a.runCtx.Done():
+			t.Stop()
+			return out, context.Canceled
+		case <-a.cancelCh:
+			t.Stop()
+			a.cancelled = true
+			return out, context.Canceled
+		}
+	}
+}
+
+func (d *ActivityDef[In, Out]) once(a *activation, id string, in In, attempt int) (out Out, err error) {
+	ctx, cancel := context.WithCancel(a.runCtx)
+	if d.timeout > 0 {
+		ctx, cancel = context.WithTimeout(a.runCtx, d.timeout)
+	}
+	defer cancel()
+	a.mu.Lock()
+	a.actCancel = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.actCancel = nil
+		a.mu.Unlock()
+		if r := recover(); r != nil {
+			err = fmt.Errorf("activity %s panicked: %v", id, r)
+		}
+	}()
+	ctx = context.WithValue(ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: id,
+		IdempotencyKey: a.id + "/" + id, Attempt: attempt})
+	return d.fn(ctx, in)
+}

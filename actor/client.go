@@ -1,0 +1,273 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/supervisor"
+)
+
+// SpawnOption configures Spawn.
+type SpawnOption func(*spawnConfig)
+
+type spawnConfig struct{ id string }
+
+// WithID gives the instance a chosen ID. Spawning an ID that exists returns
+// the existing PID and starts nothing.
+func WithID(id string) SpawnOption { return func(c *spawnConfig) { c.id = id } }
+
+// Spawn starts a new instance of wf with input in. It returns once the
+// instance is durable.
+func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], in In, opts ...SpawnOption) (PID, error) {
+	if wf == nil {
+		return "", fmt.Errorf("%w: nil workflow", ErrUnknownWorkflow)
+	}
+	if def, ok := sys.defs[wf.name]; !ok || def != Definition(wf) {
+		return "", fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, wf.name)
+	}
+	var cfg spawnConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	input, err := encode(in)
+	if err != nil {
+		return "", err
+	}
+	return sys.spawn(ctx, wf, input, cfg.id, "")
+}
+
+func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, parent string) (PID, error) {
+	if id == "" {
+		id = def.Name() + "-" + randomHex(12)
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return "", ErrStopped
+	}
+	_, busy := s.starting[id]
+	if !busy {
+		s.starting[id] = false
+	}
+	s.mu.Unlock()
+	now := time.Now()
+	inst := persistence.Instance{ID: id, Workflow: def.Name(), Status: persistence.StatusRunning, Input: input, Parent: parent,
+		LeaseOwner: s.cfg.NodeID, LeaseEpoch: 1, LeaseExpires: now.Add(s.cfg.LeaseTTL), HistoryLen: 1}
+	started := persistence.Event{Seq: 0, Kind: evStarted, Name: def.Name(), Payload: input, At: now}
+	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, History: []persistence.Event{started}})
+	if err != nil || res.Existing != nil || busy {
+		if !busy {
+			s.clearStarting(id)
+		}
+		if err != nil {
+			return "", fmt.Errorf("norn: spawn %s: %w", id, err)
+		}
+		return PID(id), nil
+	}
+	s.launch(newActivation(s, def, inst, []persistence.Event{started}))
+	return PID(id), nil
+}
+
+// Await blocks until the instance ends and returns its typed result. It
+// works for any instance in the store, including ones started before a
+// restart or on another node.
+func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], pid PID) (Out, error) {
+	var zero Out
+	inst, err := sys.AwaitDone(ctx, pid)
+	if err != nil {
+		return zero, err
+	}
+	if inst.Workflow != wf.Name() {
+		return zero, fmt.Errorf("%w: %s runs workflow %q, not %q", ErrInvalidInput, pid, inst.Workflow, wf.Name())
+	}
+	switch inst.Status {
+	case persistence.StatusCompleted:
+		out, err := decode[Out](inst.Output)
+		if err != nil {
+			return zero, fmt.Errorf("norn: result of %s does not decode as %s: %w", pid, typeName[Out](), err)
+		}
+		return out, nil
+	case persistence.StatusCancelled:
+		return zero, fmt.Errorf("%w: %s", ErrCancelled, inst.Error)
+	default:
+		return zero, &WorkflowError{Instance: string(pid), Message: inst.Error}
+	}
+}
+
+// awaitPoll is the safety net of AwaitDone for instances that end on another
+// node (a local end wakes the waiter directly).
+const awaitPoll = time.Second
+
+// AwaitDone blocks until the instance has ended and returns its record.
+func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, error) {
+	id := string(pid)
+	t := time.NewTimer(awaitPoll)
+	defer t.Stop()
+	for {
+		c := s.waitEnd(id)
+		inst, err := s.store.Instance(ctx, id)
+		if err != nil || inst.Status.Terminal() {
+			s.dropWaiter(id, c)
+			return inst, err
+		}
+		t.Reset(awaitPoll)
+		select {
+		case <-c:
+		case <-t.C:
+			s.dropWaiter(id, c)
+		case <-ctx.Done():
+			s.dropWaiter(id, c)
+			return inst, ctx.Err()
+		}
+	}
+}
+
+// InstanceInfo is what Inspect reports.
+type InstanceInfo struct {
+	persistence.Instance
+	History       []persistence.Event
+	MailboxDepth  int
+	Subscriptions []persistence.Subscription
+	// Active reports an activation of the instance on this node.
+	Active bool
+}
+
+// Inspect reads an instance's state, history and mailbox.
+func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
+	id := string(pid)
+	inst, err := s.store.Instance(ctx, id)
+	if err != nil {
+		return InstanceInfo{}, err
+	}
+	info := InstanceInfo{Instance: inst}
+	if info.History, err = s.store.History(ctx, id, 0); err != nil {
+		return info, err
+	}
+	msgs, err := s.store.Mailbox(ctx, id, 0)
+	if err != nil {
+		return info, err
+	}
+	info.MailboxDepth = len(msgs)
+	if info.Subscriptions, err = s.store.Subscriptions(ctx, id); err != nil {
+		return info, err
+	}
+	s.mu.Lock()
+	_, info.Active = s.acts[id]
+	s.mu.Unlock()
+	return info, nil
+}
+
+// Cancel asks the instance to end as cancelled. The request is durable when
+// Cancel returns; the instance's wait returns ErrCancelled and it ends
+// (Await reports ErrCancelled). Cancelling an ended instance fails with
+// ErrInstanceDone.
+func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
+	id := string(pid)
+	if err := s.store.RequestCancel(ctx, id, reason); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	a, ok := s.acts[id]
+	if ok && a.passivating {
+		a.rewake, ok = true, false
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	if ok {
+		a.signal(sigCancel)
+		return nil
+	}
+	s.wake(id)
+	return nil
+}
+
+// Send delivers msg to pid's mailbox; it returns once the message is durable.
+func (s *System) Send(ctx context.Context, pid PID, msg any) error {
+	return s.sendMessage(ctx, "", pid, msg)
+}
+
+// SendOn delivers msg to pid on a direct channel.
+func (s *System) SendOn(ctx context.Context, channel string, pid PID, msg any) error {
+	if channel == "" {
+		return fmt.Errorf("%w: SendOn needs a channel", ErrInvalidInput)
+	}
+	return s.sendMessage(ctx, channel, pid, msg)
+}
+
+func (s *System) sendMessage(ctx context.Context, channel string, pid PID, msg any) error {
+	payload, err := encode(msg)
+	if err != nil {
+		return err
+	}
+	step := persistence.Step{Send: []persistence.NewMessage{{ID: newMessageID(), Channel: channel, Target: string(pid),
+		Payload: payload, MustDeliver: true}}}
+	res, err := s.store.Apply(ctx, step)
+	if err != nil {
+		return err
+	}
+	s.afterCommit("", &step, res)
+	return nil
+}
+
+// Publish puts msg on a channel and returns its message ID once durable.
+func (s *System) Publish(ctx context.Context, channel string, msg any) (string, error) {
+	return s.PublishWith(ctx, channel, msg, nil)
+}
+
+// PublishWith is Publish with message metadata.
+func (s *System) PublishWith(ctx context.Context, channel string, msg any, metadata map[string]string) (string, error) {
+	if channel == "" {
+		return "", fmt.Errorf("%w: Publish needs a channel", ErrInvalidInput)
+	}
+	payload, err := encode(msg)
+	if err != nil {
+		return "", err
+	}
+	id := newMessageID()
+	step := persistence.Step{Send: []persistence.NewMessage{{ID: id, Channel: channel, Payload: payload, Metadata: metadata}}}
+	res, err := s.store.Apply(ctx, step)
+	if err != nil {
+		return "", err
+	}
+	s.afterCommit("", &step, res)
+	return id, nil
+}
+
+// ChannelStats reports, per channel, its mode, subscribers and waiting messages.
+func (s *System) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, error) {
+	return s.store.ChannelStats(ctx)
+}
+
+// Subscribers is re-exported for callers that only import actor.
+type Mode = mailbox.Mode
+
+// restartDecision applies the workflow's restart budget to the instance's
+// recent restarts on this node.
+func (s *System) restartDecision(id string, def Definition) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.restarts == nil {
+		s.restarts = map[string][]time.Time{}
+	}
+	now := time.Now()
+	p := def.restartPolicy()
+	recent := s.restarts[id]
+	for len(recent) > 0 && now.Sub(recent[0]) > p.Period {
+		recent = recent[1:]
+	}
+	d, ok := p.Decide(recent, now)
+	if ok {
+		s.restarts[id] = append(recent, now)
+	} else {
+		delete(s.restarts, id)
+	}
+	return d, ok
+}
+
+var _ = errors.Is
+var _ = supervisor.DefaultRestart

@@ -1,0 +1,415 @@
+package actor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/timers"
+)
+
+// Config configures a node. Store and Workflows are required; every other
+// field has a documented default.
+type Config struct {
+	// Store holds all durable state. Required. The System does not close it.
+	Store persistence.Store
+	// Workflows are the workflows this node can run (see Register).
+	Workflows []Definition
+	// NodeID names this node in leases. Default: hostname-pid-random. A
+	// node restarted with the same NodeID takes its instances back at once;
+	// with a new one it waits for the old leases to expire (LeaseTTL).
+	NodeID string
+	// LeaseTTL is how long an activation's lease lasts without renewal.
+	// Default 10s; renewed every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// PassivateAfter stops activations parked this long; mail, a timer or a
+	// cancel brings them back. Default 1 minute.
+	PassivateAfter time.Duration
+	// RecoveryInterval is the safety-net scan for instances that need an
+	// activation and have none (e.g. their node died). Default LeaseTTL, with
+	// ±20% jitter.
+	RecoveryInterval time.Duration
+	// MaxActivating bounds concurrent activation starts. Default 64.
+	MaxActivating int
+	// TimerHorizon is how far ahead timers are held in memory. Default 1 minute.
+	TimerHorizon time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// System is a running node. Create it with Start, end it with Stop.
+type System struct {
+	cfg    Config
+	store  persistence.Store
+	defs   map[string]Definition
+	log    *slog.Logger
+	actors *protoactor.ActorSystem
+	timers *timers.Service
+
+	ctx    context.Context // lives until Stop
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // background loops
+	runs   sync.WaitGroup // activation goroutines
+
+	mu       sync.Mutex
+	stopping bool
+	acts     map[string]*activation
+	starting map[string]bool // activation start in progress; value: wake arrived meanwhile
+	waiters  map[string][]chan struct{}
+	sem      chan struct{}
+	restarts map[string][]time.Time
+}
+
+// Start validates cfg, recovers instances that were running, and starts the
+// node's background work.
+func Start(ctx context.Context, cfg Config) (*System, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidInput)
+	}
+	defs := make(map[string]Definition, len(cfg.Workflows))
+	for _, d := range cfg.Workflows {
+		if d == nil || d.Name() == "" {
+			return nil, fmt.Errorf("%w: workflow with an empty name", ErrInvalidInput)
+		}
+		if _, dup := defs[d.Name()]; dup {
+			return nil, fmt.Errorf("%w: two workflows registered as %q", ErrInvalidInput, d.Name())
+		}
+		if err := d.restartPolicy().Validate(); err != nil {
+			return nil, fmt.Errorf("%w: workflow %q: %v", ErrInvalidInput, d.Name(), err)
+		}
+		defs[d.Name()] = d
+	}
+	if cfg.NodeID == "" {
+		host, _ := os.Hostname()
+		cfg.NodeID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.PassivateAfter <= 0 {
+		cfg.PassivateAfter = time.Minute
+	}
+	if cfg.RecoveryInterval <= 0 {
+		cfg.RecoveryInterval = cfg.LeaseTTL
+	}
+	if cfg.MaxActivating <= 0 {
+		cfg.MaxActivating = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &System{
+		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID),
+		acts: map[string]*activation{}, starting: map[string]bool{}, waiters: map[string][]chan struct{}{},
+		sem: make(chan struct{}, cfg.MaxActivating),
+	}
+	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
+		return cfg.Logger.With("lib", "protoactor")
+	}))
+	svc, err := timers.New(timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
+		Fire: func(t persistence.Timer) { s.wake(t.Instance) }})
+	if err != nil {
+		return nil, err
+	}
+	s.timers = svc
+	// Check the store answers before promising anything.
+	if _, err := cfg.Store.List(ctx, persistence.ListFilter{Limit: 1}); err != nil {
+		return nil, fmt.Errorf("norn: store not usable: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.goBG(func() {
+		if err := svc.Run(s.ctx); err != nil {
+			s.log.Error("timer service stopped", "err", err)
+		}
+	})
+	s.goBG(s.renewLoop)
+	s.goBG(s.recoveryLoop)
+	return s, nil
+}
+
+// NodeID is this node's name in leases.
+func (s *System) NodeID() string { return s.cfg.NodeID }
+
+// Store is the node's store.
+func (s *System) Store() persistence.Store { return s.store }
+
+func (s *System) goBG(fn func()) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		fn()
+	}()
+}
+
+// Stop stops every activation (they resume later from history, here or on
+// another node), releases their leases and stops background work. It waits
+// for activations to unwind until ctx ends.
+func (s *System) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopping = true
+	acts := make([]*activation, 0, len(s.acts))
+	for _, a := range s.acts {
+		acts = append(acts, a)
+	}
+	s.mu.Unlock()
+	for _, a := range acts {
+		a.stop()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.runs.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("norn: stop: activations still running: %w", ctx.Err())
+	}
+	s.cancel()
+	s.bg.Wait()
+	if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
+		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+	}
+	s.actors.Shutdown()
+	return err
+}
+
+func (s *System) renewLoop() {
+	t := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			if err := s.store.RenewLeases(s.ctx, s.cfg.NodeID, s.cfg.LeaseTTL); err != nil && s.ctx.Err() == nil {
+				s.log.Warn("lease renewal failed", "err", err)
+			}
+		}
+	}
+}
+
+// recoveryLoop activates instances that need an activation and have none:
+// at start (instances that were mid-run when the process died) and then as a
+// slow, jittered safety net (instances whose owner died, wake-ups lost with a
+// crashed process).
+func (s *System) recoveryLoop() {
+	for {
+		s.recoverOnce()
+		d := time.Duration(float64(s.cfg.RecoveryInterval) * (0.8 + 0.4*mrand.Float64()))
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+func (s *System) recoverOnce() {
+	ids, err := s.store.Runnable(s.ctx, time.Now(), 10000)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("recovery scan failed", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		s.wake(id)
+	}
+}
+
+// wake makes sure the instance's activation looks at its mailbox, timers and
+// cancel flag: it signals a live activation or starts one.
+func (s *System) wake(id string) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	if a, ok := s.acts[id]; ok {
+		if a.passivating {
+			a.rewake = true
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		a.signal(sigWake)
+		return
+	}
+	if _, ok := s.starting[id]; ok {
+		s.starting[id] = true
+		s.mu.Unlock()
+		return
+	}
+	s.starting[id] = false
+	s.runs.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.runs.Done()
+		s.activate(id)
+	}()
+}
+
+// activate takes the lease and starts an activation that replays history.
+func (s *System) activate(id string) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		s.clearStarting(id)
+		return
+	}
+	a, err := s.load(id)
+	<-s.sem
+	if err != nil {
+		s.clearStarting(id)
+		switch {
+		case errors.Is(err, persistence.ErrLeaseHeld), errors.Is(err, persistence.ErrInstanceDone), errors.Is(err, persistence.ErrNotFound):
+		case s.ctx.Err() != nil:
+		default:
+			s.log.Warn("activation failed", "instance", id, "err", err)
+		}
+		return
+	}
+	s.launch(a)
+}
+
+func (s *System) clearStarting(id string) {
+	s.mu.Lock()
+	delete(s.starting, id)
+	s.mu.Unlock()
+}
+
+func (s *System) load(id string) (*activation, error) {
+	inst, err := s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	def, ok := s.defs[inst.Workflow]
+	if !ok {
+		// Another node may run it; give the lease back.
+		_, rerr := s.store.Apply(s.ctx, persistence.Step{Instance: id, Epoch: inst.LeaseEpoch, ReleaseLease: true})
+		return nil, errors.Join(fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, inst.Workflow, id), rerr)
+	}
+	hist, err := s.store.History(s.ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	return newActivation(s, def, inst, hist), nil
+}
+
+// launch registers a and starts its actor and workflow goroutine. The caller
+// must have done s.runs.Add(1) for the start (wake/spawn); launch adds its own.
+func (s *System) launch(a *activation) {
+	s.mu.Lock()
+	if s.stopping {
+		delete(s.starting, a.id)
+		s.mu.Unlock()
+		_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+		return
+	}
+	delete(s.starting, a.id)
+	s.acts[a.id] = a
+	s.runs.Add(1)
+	s.mu.Unlock()
+	a.pid = s.actors.Root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor { return &shell{a: a} }))
+	go func() {
+		defer s.runs.Done()
+		a.run()
+	}()
+}
+
+// ended is called by an activation's goroutine as it exits.
+func (s *System) ended(a *activation, finished bool) {
+	s.mu.Lock()
+	if s.acts[a.id] == a {
+		delete(s.acts, a.id)
+	}
+	rewake := a.rewake && !finished
+	var ws []chan struct{}
+	if finished {
+		ws = s.waiters[a.id]
+		delete(s.waiters, a.id)
+	}
+	s.mu.Unlock()
+	if a.pid != nil {
+		s.actors.Root.Stop(a.pid)
+	}
+	for _, w := range ws {
+		close(w)
+	}
+	if rewake {
+		s.wake(a.id)
+	}
+}
+
+// afterCommit wakes the instances a committed step gave mail and hands its
+// timers to the timer service.
+func (s *System) afterCommit(self string, step *persistence.Step, res persistence.StepResult) {
+	for _, t := range step.AddTimers {
+		t.Instance = self
+		s.timers.Schedule(t)
+	}
+	var last string
+	for _, id := range res.Woken {
+		if id == self || id == last {
+			continue
+		}
+		last = id
+		s.wake(id)
+	}
+}
+
+// waitEnd returns a channel closed when a local activation of id finishes.
+func (s *System) waitEnd(id string) chan struct{} {
+	c := make(chan struct{})
+	s.mu.Lock()
+	s.waiters[id] = append(s.waiters[id], c)
+	s.mu.Unlock()
+	return c
+}
+
+func (s *System) dropWaiter(id string, c chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.waiters[id]
+	for i, w := range ws {
+		if w == c {
+			s.waiters[id] = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(s.waiters[id]) == 0 {
+		delete(s.waiters, id)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// shell is the protoactor actor of an activation: the activation's address
+// for signals (wake, cancel, stop), which it hands to the workflow goroutine.
+type shell struct{ a *activation }
+
+func (sh *shell) Receive(c protoactor.Context) {
+	if sig, ok := c.Message().(signal); ok {
+		sh.a.deliver(sig)
+	}
+}

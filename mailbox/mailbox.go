@@ -1,0 +1,113 @@
+package mailbox
+
+import (
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// PID is the durable address of a workflow instance: its instance ID. It
+// stays valid across crashes, restarts and moves between nodes.
+type PID string
+
+// String returns the instance ID.
+func (p PID) String() string { return string(p) }
+
+// Mode is how a channel hands out its messages.
+type Mode = persistence.Mode
+
+// Channel modes.
+const (
+	// Broadcast: every subscriber gets every message published after it subscribed.
+	Broadcast = persistence.Broadcast
+	// Competing: each message is consumed by exactly one subscriber.
+	Competing = persistence.Competing
+	// Direct: messages on the channel are addressed to one PID.
+	Direct = persistence.Direct
+)
+
+// Message is a message as a receiver sees it.
+type Message struct {
+	ID          string
+	Channel     string // empty for a plain send by PID
+	Sender      PID    // empty when sent from outside any workflow
+	Payload     []byte // JSON, or raw bytes for []byte values
+	Metadata    map[string]string
+	PublishedAt time.Time
+}
+
+// Down is what a monitor receives when the monitored instance ends.
+type Down struct {
+	PID    PID
+	Status string
+	Error  string
+}
+
+// DownChannel is the channel Down messages arrive on.
+const DownChannel = "$down"
+
+// Filter narrows a selective receive.
+type Filter interface{ apply(*Spec) }
+
+type filterFunc func(*Spec)
+
+func (f filterFunc) apply(s *Spec) { f(s) }
+
+// Spec is a set of receive filters.
+type Spec struct {
+	Channel    string
+	HasChannel bool
+	From       PID
+	HasFrom    bool
+	Preds      []func(Message) bool
+	Timeout    time.Duration
+}
+
+// NewSpec combines filters.
+func NewSpec(filters ...Filter) Spec {
+	var s Spec
+	for _, f := range filters {
+		if f != nil {
+			f.apply(&s)
+		}
+	}
+	return s
+}
+
+// OnChannel takes only messages on the named channel ("" means plain sends by PID).
+func OnChannel(name string) Filter {
+	return filterFunc(func(s *Spec) { s.Channel, s.HasChannel = name, true })
+}
+
+// From takes only messages sent by pid.
+func From(pid PID) Filter { return filterFunc(func(s *Spec) { s.From, s.HasFrom = pid, true }) }
+
+// Match takes only messages for which fn is true. fn must be deterministic:
+// replay checks that the message recorded in history still matches.
+func Match(fn func(Message) bool) Filter {
+	return filterFunc(func(s *Spec) { s.Preds = append(s.Preds, fn) })
+}
+
+// Timeout gives up after d with ErrTimeout (a durable timer: it survives restarts).
+func Timeout(d time.Duration) Filter { return filterFunc(func(s *Spec) { s.Timeout = d }) }
+
+// Matches reports whether m passes every filter.
+func (s Spec) Matches(m Message) bool {
+	if s.HasChannel && m.Channel != s.Channel {
+		return false
+	}
+	if s.HasFrom && m.Sender != s.From {
+		return false
+	}
+	for _, p := range s.Preds {
+		if !p(m) {
+			return false
+		}
+	}
+	return true
+}
+
+// FromStored converts a stored message.
+func FromStored(m persistence.Message) Message {
+	return Message{ID: m.ID, Channel: m.Channel, Sender: PID(m.Sender), Payload: m.Payload, Metadata: m.Metadata, PublishedAt: m.PublishedAt}
+}

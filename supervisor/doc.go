@@ -1,0 +1,14 @@
+// Package supervisor holds Norn's failure policies: how activities are
+// retried (RetryPolicy, with exponential back-off, jitter, attempt and
+// duration limits, and errors marked Terminal that are never retried) and how
+// failed activations are restarted (RestartPolicy: Erlang's restart
+// intensity, at most MaxRestarts within Period, with back-off between them).
+//
+//	policy := supervisor.Exponential(time.Second, 2, time.Minute, 5)
+//	for attempt := 1; ; attempt++ {
+//		err := try()
+//		d, retry := policy.Next(attempt, time.Since(start), err)
+//		if !retry { return err }
+//		time.Sleep(d)
+//	}
+package supervisor
