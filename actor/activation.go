@@ -85,8 +85,9 @@ type activation struct {
 	passivating bool
 	rewake      bool
 
-	pid *protoactor.PID
-	ctx *Context
+	pid   *protoactor.PID
+	ctx   *Context
+	final persistence.Instance // the ended instance, once finish committed
 }
 
 func newActivation(s *System, def Definition, inst persistence.Instance, hist []persistence.Event) *activation {
@@ -250,6 +251,9 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 		}
 		return false
 	}
+	a.final = a.inst
+	a.final.Status, a.final.Output, a.final.Error = status, out, msg
+	a.final.LeaseOwner, a.final.HistoryLen, a.final.UpdatedAt = "", a.seq, time.Now()
 	if status == persistence.StatusFailed {
 		a.sys.log.Warn("instance failed", "instance", a.id, "workflow", a.def.Name(), "err", msg)
 	}

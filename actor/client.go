@@ -42,7 +42,7 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 
 func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, parent string) (PID, error) {
 	if id == "" {
-		id = def.Name() + "-" + randomHex(12)
+		id = def.Name() + "-" + newSortableID()
 	}
 	s.mu.Lock()
 	if s.stopping {
@@ -116,7 +116,8 @@ func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 		}
 		t.Reset(awaitPoll)
 		select {
-		case <-c:
+		case end := <-c:
+			return end, nil
 		case <-t.C:
 			s.dropWaiter(id, c)
 		case <-ctx.Done():

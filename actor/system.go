@@ -65,7 +65,7 @@ type System struct {
 	stopping bool
 	acts     map[string]*activation
 	starting map[string]bool // activation start in progress; value: wake arrived meanwhile
-	waiters  map[string][]chan struct{}
+	waiters  map[string][]chan persistence.Instance
 	sem      chan struct{}
 	restarts map[string][]time.Time
 }
@@ -110,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID),
-		acts: map[string]*activation{}, starting: map[string]bool{}, waiters: map[string][]chan struct{}{},
+		acts: map[string]*activation{}, starting: map[string]bool{}, waiters: map[string][]chan persistence.Instance{},
 		sem: make(chan struct{}, cfg.MaxActivating),
 	}
 	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
@@ -340,7 +340,7 @@ func (s *System) ended(a *activation, finished bool) {
 		delete(s.acts, a.id)
 	}
 	rewake := a.rewake && !finished
-	var ws []chan struct{}
+	var ws []chan persistence.Instance
 	if finished {
 		ws = s.waiters[a.id]
 		delete(s.waiters, a.id)
@@ -350,7 +350,7 @@ func (s *System) ended(a *activation, finished bool) {
 		s.actors.Root.Stop(a.pid)
 	}
 	for _, w := range ws {
-		close(w)
+		w <- a.final // buffered: the waiter may have gone
 	}
 	if rewake {
 		s.wake(a.id)
@@ -375,15 +375,15 @@ func (s *System) afterCommit(self string, step *persistence.Step, res persistenc
 }
 
 // waitEnd returns a channel closed when a local activation of id finishes.
-func (s *System) waitEnd(id string) chan struct{} {
-	c := make(chan struct{})
+func (s *System) waitEnd(id string) chan persistence.Instance {
+	c := make(chan persistence.Instance, 1)
 	s.mu.Lock()
 	s.waiters[id] = append(s.waiters[id], c)
 	s.mu.Unlock()
 	return c
 }
 
-func (s *System) dropWaiter(id string, c chan struct{}) {
+func (s *System) dropWaiter(id string, c chan persistence.Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.waiters[id]
@@ -396,6 +396,13 @@ func (s *System) dropWaiter(id string, c chan struct{}) {
 	if len(s.waiters[id]) == 0 {
 		delete(s.waiters, id)
 	}
+}
+
+// newSortableID starts with the time so that instances created together sit
+// together in the store's indexes (one page touched per batch, not one per
+// instance), and ends with randomness so that nodes do not collide.
+func newSortableID() string {
+	return fmt.Sprintf("%011x", time.Now().UnixMilli()) + randomHex(6)
 }
 
 func randomHex(n int) string {

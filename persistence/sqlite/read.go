@@ -30,7 +30,7 @@ func scanInstance(row scanner) (persistence.Instance, error) {
 
 // Instance reads one instance.
 func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
-	in, err := scanInstance(s.r.QueryRowContext(ctx, instanceSelect+` WHERE id = ?`, id))
+	in, err := scanInstance(s.rst.instance.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return in, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
 	}
@@ -42,7 +42,7 @@ func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, 
 
 // History reads an instance's history from seq on.
 func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persistence.Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, name, ref, payload, error, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`, id, fromSeq)
+	rows, err := s.rst.history.QueryContext(ctx, id, fromSeq)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
 	}
@@ -140,12 +140,7 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
-			SELECT * FROM messages WHERE target = ?1
-			UNION ALL
-			SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = ?1 AND s.mode = 'competing'
-		) ORDER BY seq LIMIT ?2`, id, limit)
+	rows, err := s.rst.mailbox.QueryContext(ctx, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 	}
@@ -234,4 +229,40 @@ func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]p
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// readStmts are the read pool's prepared statements for the hot path.
+type readStmts struct {
+	instance *sql.Stmt
+	history  *sql.Stmt
+	mailbox  *sql.Stmt
+}
+
+func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	p := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var s *sql.Stmt
+		s, err = db.PrepareContext(ctx, q)
+		return s
+	}
+	rs.instance = p(instanceSelect + ` WHERE id = ?`)
+	rs.history = p(`SELECT seq, kind, name, ref, payload, error, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
+	rs.mailbox = p(`SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
+			SELECT * FROM messages WHERE target = ?1
+			UNION ALL
+			SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = ?1 AND s.mode = 'competing'
+		) ORDER BY seq LIMIT ?2`)
+	return err
+}
+
+func (rs *readStmts) close() {
+	for _, s := range []*sql.Stmt{rs.instance, rs.history, rs.mailbox} {
+		if s != nil {
+			s.Close()
+		}
+	}
 }

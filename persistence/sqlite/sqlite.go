@@ -78,7 +78,8 @@ type Store struct {
 	closed  bool
 	done    chan struct{}
 
-	st stmts
+	st  stmts
+	rst readStmts
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -86,7 +87,10 @@ var _ persistence.Store = (*Store)(nil)
 // writeReq is one unit of work for the writer goroutine. fn runs inside a
 // savepoint of the shared transaction; its error rolls back only its own work.
 type writeReq struct {
-	fn   func(tx *sql.Tx) error
+	fn func(tx *sql.Tx) error
+	// simple requests fail, if at all, before their first write, so they
+	// need no savepoint of their own (see commit).
+	simple bool
 	err  error
 	done chan struct{}
 }
@@ -123,11 +127,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	if err := w.PingContext(ctx); err != nil {
+	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return w.PingContext(ctx) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := migrate(ctx, w); err != nil {
+	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return migrate(ctx, w) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
@@ -139,7 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.Readers)
 	r.SetMaxIdleConns(opts.Readers)
 	s := &Store{path: path, opts: opts, w: w, r: r, reqs: make(chan *writeReq, 4096), done: make(chan struct{})}
-	if err := s.st.prepare(ctx, w); err != nil {
+	if err := errors.Join(s.st.prepare(ctx, w), s.rst.prepare(ctx, r)); err != nil {
 		s.w.Close()
 		s.r.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, err)
@@ -150,6 +154,24 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
+
+// retryBusy retries fn while SQLite reports the database locked. Switching a
+// new file to WAL mode takes an exclusive lock that the busy handler does not
+// wait for, so processes opening one new file at once need this.
+func retryBusy(ctx context.Context, limit time.Duration, fn func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := fn()
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
@@ -206,12 +228,13 @@ func (s *Store) Close() error {
 	s.closeMu.Unlock()
 	<-s.done
 	s.st.close()
+	s.rst.close()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
 // write queues fn for the writer and waits for its commit.
-func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	req := &writeReq{fn: fn, done: make(chan struct{})}
+func (s *Store) write(ctx context.Context, simple bool, fn func(tx *sql.Tx) error) error {
+	req := &writeReq{fn: fn, simple: simple, done: make(chan struct{})}
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -259,42 +282,57 @@ func (s *Store) writer() {
 }
 
 func (s *Store) commit(batch []*writeReq) {
+	if !s.commitBatch(batch, false) {
+		// A simple request failed after writing: redo the batch with a
+		// savepoint around every request.
+		s.commitBatch(batch, true)
+	}
+}
+
+// commitBatch applies batch in one transaction. Each request runs in its own
+// savepoint unless it is simple (it fails before writing anything) or alone.
+// It returns false, having rolled back and answered nobody, when a simple
+// request failed in an unexpected way.
+func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
 	ctx := context.Background()
-	fail := func(err error) {
+	finish := func(err error) bool {
 		for _, r := range batch {
-			if r.err == nil {
+			if err != nil {
 				r.err = err
 			}
 			close(r.done)
 		}
+		return true
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		fail(fmt.Errorf("sqlite: begin: %w", err))
-		return
+		return finish(fmt.Errorf("sqlite: begin: %w", err))
 	}
 	single := len(batch) == 1
 	for _, r := range batch {
-		if single {
+		r.err = nil
+		if single || (r.simple && !savepointAll) {
 			r.err = r.fn(tx)
+			if r.err != nil && !single && !failsBeforeWriting(r.err) {
+				tx.Rollback() //nolint:errcheck // redone with savepoints
+				return false
+			}
 			continue
 		}
-		if _, err := tx.Exec(`SAVEPOINT step`); err != nil {
-			r.err = fmt.Errorf("sqlite: savepoint: %w", err)
-			continue
+		if _, err := tx.Stmt(s.st.savepoint).Exec(); err != nil {
+			tx.Rollback() //nolint:errcheck
+			return finish(fmt.Errorf("sqlite: savepoint: %w", err))
 		}
 		r.err = r.fn(tx)
 		if r.err != nil {
-			if _, err := tx.Exec(`ROLLBACK TO step`); err != nil {
+			if _, err := tx.Stmt(s.st.rollbackTo).Exec(); err != nil {
 				tx.Rollback() //nolint:errcheck
-				fail(fmt.Errorf("sqlite: rollback to savepoint: %w", err))
-				return
+				return finish(fmt.Errorf("sqlite: rollback to savepoint: %w", err))
 			}
 		}
-		if _, err := tx.Exec(`RELEASE step`); err != nil {
+		if _, err := tx.Stmt(s.st.release).Exec(); err != nil {
 			tx.Rollback() //nolint:errcheck
-			fail(fmt.Errorf("sqlite: release savepoint: %w", err))
-			return
+			return finish(fmt.Errorf("sqlite: release savepoint: %w", err))
 		}
 	}
 	if single && batch[0].err != nil {
@@ -302,19 +340,24 @@ func (s *Store) commit(batch []*writeReq) {
 			batch[0].err = errors.Join(batch[0].err, err)
 		}
 		close(batch[0].done)
-		return
+		return true
 	}
 	if err := tx.Commit(); err != nil {
-		cerr := fmt.Errorf("sqlite: commit: %w", err)
-		for _, r := range batch {
-			r.err = cerr
+		return finish(fmt.Errorf("sqlite: commit: %w", err))
+	}
+	return finish(nil)
+}
+
+// failsBeforeWriting lists the errors a simple request returns only before
+// its first write.
+func failsBeforeWriting(err error) bool {
+	for _, e := range []error{persistence.ErrFenced, persistence.ErrHistoryGap, persistence.ErrNotFound,
+		persistence.ErrInstanceDone, persistence.ErrInvalidRecord, persistence.ErrLeaseHeld} {
+		if errors.Is(err, e) {
+			return true
 		}
-		fail(cerr)
-		return
 	}
-	for _, r := range batch {
-		close(r.done)
-	}
+	return false
 }
 
 func ns(t time.Time) int64 {

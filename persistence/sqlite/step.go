@@ -25,6 +25,9 @@ type stmts struct {
 	deleteTimer    *sql.Stmt
 	upsertTimer    *sql.Stmt
 	instanceState  *sql.Stmt
+	savepoint      *sql.Stmt
+	release        *sql.Stmt
+	rollbackTo     *sql.Stmt
 }
 
 func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -59,12 +62,15 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.deleteTimer = p(`DELETE FROM timers WHERE instance_id = ? AND timer_id = ?`)
 	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due) VALUES (?, ?, ?) ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`)
 	st.instanceState = p(`SELECT status, lease_epoch, history_len FROM instances WHERE id = ?`)
+	st.savepoint = p(`SAVEPOINT step`)
+	st.release = p(`RELEASE step`)
+	st.rollbackTo = p(`ROLLBACK TO step`)
 	return err
 }
 
 func (st *stmts) close() {
 	for _, s := range []*sql.Stmt{st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
-		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState} {
+		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release, st.rollbackTo} {
 		if s != nil {
 			s.Close()
 		}
@@ -74,7 +80,9 @@ func (st *stmts) close() {
 // Apply commits one step; concurrent calls share commits.
 func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
 	var res persistence.StepResult
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	// Only these parts of a step can fail after the step has written.
+	simple := len(step.Consume) == 0 && len(step.Send) == 0 && len(step.Subscribe) == 0 && len(step.FireTimers) == 0
+	err := s.write(ctx, simple, func(tx *sql.Tx) error {
 		res = persistence.StepResult{}
 		return s.applyStep(tx, step, &res)
 	})
@@ -349,7 +357,7 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 // AcquireLease takes an instance's lease.
 func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (persistence.Instance, error) {
 	var inst persistence.Instance
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, true, func(tx *sql.Tx) error {
 		now := time.Now()
 		r, err := tx.Exec(`UPDATE instances SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = ?,
 			status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, updated_at = ?
@@ -379,7 +387,7 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 
 // RenewLeases extends all of owner's leases.
 func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, true, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`UPDATE instances SET lease_expires = ? WHERE lease_owner = ?`, time.Now().Add(ttl).UnixNano(), owner)
 		if err != nil {
 			return fmt.Errorf("sqlite: renew leases: %w", err)
@@ -390,7 +398,7 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 
 // ReleaseLeases drops all of owner's leases.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, true, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = ?`, owner)
 		if err != nil {
 			return fmt.Errorf("sqlite: release leases: %w", err)
@@ -404,7 +412,7 @@ func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, true, func(tx *sql.Tx) error {
 		var status string
 		err := tx.QueryRow(`SELECT status FROM instances WHERE id = ?`, id).Scan(&status)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -1,0 +1,39 @@
+// Package storeurl opens a store from a URL, for commands, examples and
+// benchmarks that let their user choose the store:
+//
+//	sqlite:///var/lib/norn/norn.db   (or sqlite://relative/path.db, or a bare file path)
+//	postgres://user:pass@host:5432/db
+//
+//	st, err := storeurl.Open(ctx, "sqlite://norn-data/norn.db")
+//	if err != nil { ... }
+//	defer st.Close()
+package storeurl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/sqlite"
+)
+
+// Open opens the store the URL names.
+func Open(ctx context.Context, url string) (persistence.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return openPostgres(ctx, url)
+	case strings.HasPrefix(url, "sqlite://"):
+		path := strings.TrimPrefix(url, "sqlite://")
+		if path == "" {
+			return nil, fmt.Errorf("storeurl: %q has no file path", url)
+		}
+		return sqlite.Open(ctx, path, sqlite.Options{})
+	case strings.Contains(url, "://"):
+		return nil, fmt.Errorf("storeurl: unknown store scheme in %q (want sqlite:// or postgres://)", url)
+	case url == "":
+		return nil, fmt.Errorf("storeurl: empty store URL")
+	default:
+		return sqlite.Open(ctx, url, sqlite.Options{})
+	}
+}
