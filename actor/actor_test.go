@@ -17,6 +17,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	crashChild()
+	runChildRole() // crashhelper_test.go: exits when NORN_TEST_CHILD_ROLE is set
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.(*EventStream).Publish"))
 }
 

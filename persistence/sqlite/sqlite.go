@@ -131,7 +131,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return migrate(ctx, w) }); err != nil {
+	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return migrate(ctx, w, pragmas()) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
@@ -155,6 +155,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
+func upToDate(ctx context.Context, dsn string, want int) bool {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&n)
+	return err == nil && n >= want
+}
+
 // retryBusy retries fn while SQLite reports the database locked. Switching a
 // new file to WAL mode takes an exclusive lock that the busy handler does not
 // wait for, so processes opening one new file at once need this.
@@ -173,12 +184,17 @@ func retryBusy(ctx context.Context, limit time.Duration, fn func() error) error 
 	}
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
+	// Look without taking the write lock first: a busy writer in another
+	// process would keep this opener waiting for nothing.
+	if upToDate(ctx, readDSN, len(names)) {
+		return nil
+	}
 	// BEGIN IMMEDIATE (the writer DSN's txlock) serialises concurrent
 	// openers: the second waits, then sees the versions the first applied.
 	tx, err := db.BeginTx(ctx, nil)
