@@ -67,3 +67,16 @@ func Ctx(tb testing.TB, d time.Duration) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
+
+// Eventually polls cond every few milliseconds until it holds, failing the
+// test if it still does not after d (a deadline, not a measurement).
+func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("still not true after %v: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -91,8 +91,8 @@ type writeReq struct {
 	// simple requests fail, if at all, before their first write, so they
 	// need no savepoint of their own (see commit).
 	simple bool
-	err  error
-	done chan struct{}
+	err    error
+	done   chan struct{}
 }
 
 // Open opens (creating if needed) the database at path and applies
