@@ -26,6 +26,7 @@ const (
 const (
 	evStarted        = "started"
 	evActivity       = "activity"
+	evRetry          = "activity_retry"
 	evNow            = "now"
 	evTimer          = "timer"
 	evTimerFired     = "timer_fired"

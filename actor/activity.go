@@ -2,8 +2,10 @@ package actor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -33,6 +35,23 @@ func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out
 	if cc.id != "" {
 		id = cc.id
 	}
+	// Retry waits recorded by earlier activations of this call.
+	state := retryState{attempt: 1, start: time.Now()}
+	for {
+		e, ok := a.peek()
+		if !ok || e.Kind != evRetry || e.Name != d.name || e.Ref != id {
+			break
+		}
+		a.pos++
+		var r retryRecord
+		if err := json.Unmarshal(e.Payload, &r); err != nil {
+			panic(infraPanic{err: fmt.Errorf("recorded retry of %s: %w", id, err)})
+		}
+		state = retryState{attempt: r.Attempt + 1, start: r.Start}
+		if err := a.awaitTimer(r.Timer, r.timerRecord); err != nil {
+			return zero, err
+		}
+	}
 	if e, ok := a.next(evActivity, d.name); ok {
 		if e.Ref != id {
 			panic(&NonDeterminismError{Seq: e.Seq, Expected: "activity " + e.Ref, Got: "activity " + id})
@@ -52,7 +71,10 @@ func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out
 	// What the workflow did before the call becomes visible before the call's
 	// side effects start.
 	a.flush()
-	out, err := d.attempt(a, id, in)
+	out, err := d.attempt(a, id, in, state)
+	if errors.Is(err, ErrCancelled) {
+		return zero, err
+	}
 	if a.stopped() {
 		panic(stopPanic{reason: "stopping"})
 	}
@@ -73,10 +95,24 @@ func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out
 	return out, nil
 }
 
+type retryState struct {
+	attempt int
+	start   time.Time
+}
+
+// retryRecord is a durable retry wait in history.
+type retryRecord struct {
+	timerRecord
+	Attempt int       `json:"attempt"`
+	Start   time.Time `json:"start"`
+	Timer   string    `json:"timer"`
+	Error   string    `json:"error"`
+}
+
 // attempt runs the function until it succeeds or the retry policy gives up.
-func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In) (Out, error) {
-	start := time.Now()
-	for n := 1; ; n++ {
+// Short back-offs sleep in memory; long ones wait on a durable timer.
+func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In, st retryState) (Out, error) {
+	for n := st.attempt; ; n++ {
 		out, err := d.once(a, id, in, n)
 		if err == nil {
 			return out, nil
@@ -84,12 +120,24 @@ func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In) (Out, er
 		if a.runCtx.Err() != nil || a.isCancelled() {
 			return out, context.Canceled
 		}
-		wait, retry := d.retry.Next(n, time.Since(start), err)
+		wait, retry := d.retry.Next(n, time.Since(st.start), err)
 		if !retry {
 			if supervisor.IsTerminal(err) || n == 1 {
 				return out, err
 			}
 			return out, &supervisor.RetryExhaustedError{Attempts: n, Last: err}
+		}
+		if wait >= a.sys.cfg.DurableBackoff {
+			r := retryRecord{timerRecord: timerRecord{Due: time.Now().Add(wait), Stored: true}, Attempt: n, Start: st.start,
+				Timer: "retry:" + id + ":" + strconv.Itoa(n), Error: err.Error()}
+			b, _ := json.Marshal(r)
+			a.record(persistence.Event{Kind: evRetry, Name: d.name, Ref: id, Payload: b})
+			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.Timer, Due: r.Due})
+			if werr := a.awaitTimer(r.Timer, r.timerRecord); werr != nil {
+				return out, werr
+			}
+			a.flush()
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {

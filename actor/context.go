@@ -92,6 +92,12 @@ func (c *Context) sleep(dueFn func(time.Time) time.Time) error {
 			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: id, Due: rec.Due})
 		}
 	}
+	return a.awaitTimer(id, rec)
+}
+
+// awaitTimer waits for a recorded timer: from history on replay, else by
+// parking until it is due and recording that it fired.
+func (a *activation) awaitTimer(id string, rec timerRecord) error {
 	if _, ok := a.next(evTimerFired, id); ok {
 		return nil
 	}

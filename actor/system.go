@@ -43,6 +43,10 @@ type Config struct {
 	MaxActivating int
 	// TimerHorizon is how far ahead timers are held in memory. Default 1 minute.
 	TimerHorizon time.Duration
+	// DurableBackoff is the shortest activity retry back-off that waits on a
+	// durable timer (surviving restarts, holding no goroutine once
+	// passivated) instead of sleeping in memory. Default 5s.
+	DurableBackoff time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -101,6 +105,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	if cfg.RecoveryInterval <= 0 {
 		cfg.RecoveryInterval = cfg.LeaseTTL
+	}
+	if cfg.DurableBackoff <= 0 {
+		cfg.DurableBackoff = 5 * time.Second
 	}
 	if cfg.MaxActivating <= 0 {
 		cfg.MaxActivating = 64
@@ -315,10 +322,14 @@ func (s *System) load(id string) (*activation, error) {
 // launch registers a and starts its actor and workflow goroutine. The caller
 // must have done s.runs.Add(1) for the start (wake/spawn); launch adds its own.
 func (s *System) launch(a *activation) {
+	// The actor exists before anyone can find the activation, so that
+	// signal never sees a half-made one.
+	a.pid = s.actors.Root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor { return &shell{a: a} }))
 	s.mu.Lock()
 	if s.stopping {
 		delete(s.starting, a.id)
 		s.mu.Unlock()
+		s.actors.Root.Stop(a.pid)
 		_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
 		return
 	}
@@ -326,7 +337,6 @@ func (s *System) launch(a *activation) {
 	s.acts[a.id] = a
 	s.runs.Add(1)
 	s.mu.Unlock()
-	a.pid = s.actors.Root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor { return &shell{a: a} }))
 	go func() {
 		defer s.runs.Done()
 		a.run()
