@@ -12,6 +12,7 @@ import (
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/supervisor"
 )
 
 type signal int
@@ -37,6 +38,8 @@ const (
 	evPublished      = "published"
 	evSubscribed     = "subscribed"
 	evUnsubscribed   = "unsubscribed"
+	evCompensating   = "compensating"
+	evCompensation   = "compensation"
 	evCompleted      = "completed"
 	evFailed         = "failed"
 	evCancelled      = "cancelled"
@@ -85,6 +88,8 @@ type activation struct {
 	// guarded by sys.mu
 	passivating bool
 	rewake      bool
+
+	comps []compensation // completed calls of compensable activities, in order
 
 	pid   *protoactor.PID
 	ctx   *Context
@@ -235,9 +240,108 @@ func (a *activation) execute() (out []byte, werr error, oc outcome, crash string
 	if len(a.history) == 0 || a.history[0].Kind != evStarted {
 		panic(&NonDeterminismError{Expected: "started", Got: "history without a start event"})
 	}
-	a.pos = 1
-	out, werr = a.def.run(a.ctx, a.inst.Input)
-	return out, werr, outDone, ""
+	for {
+		a.pos = 1
+		out, werr = a.def.run(a.ctx, a.history[0].Payload)
+		var r *recurSignal
+		if errors.As(werr, &r) {
+			a.recur(r.input)
+			continue
+		}
+		if werr != nil && len(a.comps) > 0 {
+			a.compensate()
+		}
+		return out, werr, outDone, ""
+	}
+}
+
+// compensation undoes one completed activity call (saga).
+type compensation struct {
+	name, id string
+	run      func(ctx context.Context) error
+	retry    supervisor.RetryPolicy
+}
+
+// compensate runs the compensations of completed calls in reverse order,
+// each recorded, so that a crash part-way resumes without re-running the
+// finished ones. A compensation that still fails after its retries is
+// recorded as failed and the rest still run.
+func (a *activation) compensate() {
+	if _, ok := a.next(evCompensating, ""); !ok {
+		a.record(persistence.Event{Kind: evCompensating})
+		a.pending.Status = persistence.StatusCompensating
+		a.flush()
+	}
+	for i := len(a.comps) - 1; i >= 0; i-- {
+		c := a.comps[i]
+		if e, ok := a.next(evCompensation, c.name); ok {
+			if e.Ref != c.id {
+				panic(&NonDeterminismError{Seq: e.Seq, Expected: "compensation " + e.Ref, Got: "compensation " + c.id})
+			}
+			continue
+		}
+		err := a.runCompensation(c)
+		if a.stopped() {
+			panic(stopPanic{reason: "stopping"})
+		}
+		ev := persistence.Event{Kind: evCompensation, Name: c.name, Ref: c.id}
+		if err != nil {
+			ev.Error = err.Error()
+			a.sys.log.Warn("compensation failed", "instance", a.id, "activity", c.id, "err", err)
+		}
+		a.record(ev)
+		a.flush()
+	}
+}
+
+func (a *activation) runCompensation(c compensation) error {
+	start := time.Now()
+	for n := 1; ; n++ {
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("compensation of %s panicked: %v", c.id, r)
+				}
+			}()
+			ctx := context.WithValue(a.runCtx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: "compensate:" + c.id,
+				IdempotencyKey: a.id + "/compensate:" + c.id, Attempt: n})
+			return c.run(ctx)
+		}()
+		if err == nil || a.runCtx.Err() != nil {
+			return err
+		}
+		wait, retry := c.retry.Next(n, time.Since(start), err)
+		if !retry {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-a.runCtx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
+// recurSignal is the error Recur returns; the activation turns it into a new run.
+type recurSignal struct{ input []byte }
+
+func (r *recurSignal) Error() string { return "norn: continue as new" }
+
+// recur ends the current run and starts the next with the same PID: history
+// starts over with the new input; mailbox and subscriptions carry over.
+func (a *activation) recur(input []byte) {
+	step := a.pending
+	step.History = []persistence.Event{{Seq: 0, Kind: evStarted, Name: a.def.Name(), Payload: input, At: time.Now()}}
+	step.ResetHistory = true
+	a.pending = step
+	a.seq = 0
+	a.flush()
+	a.history = step.History
+	a.pos, a.seq = 1, 1
+	a.comps = nil
+	clear(a.counters)
 }
 
 // finish commits the instance's end. It reports whether the end is durable.

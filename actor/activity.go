@@ -63,6 +63,7 @@ func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out
 		if err != nil {
 			panic(infraPanic{err: fmt.Errorf("recorded result of %s does not decode as %s: %w", id, typeName[Out](), err)})
 		}
+		d.completed(a, id, in, out)
 		return out, nil
 	}
 	if a.isCancelled() {
@@ -92,7 +93,17 @@ func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out
 	if ev.Error != "" {
 		return zero, &ActivityError{Activity: d.name, ID: id, Message: ev.Error, Terminal: supervisor.IsTerminal(err)}
 	}
+	d.completed(a, id, in, out)
 	return out, nil
+}
+
+// completed remembers a finished call of a compensable activity.
+func (d *ActivityDef[In, Out]) completed(a *activation, id string, in In, out Out) {
+	if d.compensation == nil {
+		return
+	}
+	a.comps = append(a.comps, compensation{name: d.name, id: id, retry: d.retry,
+		run: func(ctx context.Context) error { return d.compensation(ctx, in, out) }})
 }
 
 type retryState struct {

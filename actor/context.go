@@ -257,3 +257,14 @@ func recordedError(s string) error {
 }
 
 func newMessageID() string { return "m-" + randomHex(12) }
+
+// Recur ends this run and continues as new with the same PID: history starts
+// over with next as the input, while unconsumed mail and subscriptions carry
+// over. Use it as the workflow's error: return zero, actor.Recur(ctx, next).
+func Recur(ctx *Context, next any) error {
+	b, err := encode(next)
+	if err != nil {
+		return err
+	}
+	return &recurSignal{input: b}
+}
