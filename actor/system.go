@@ -141,6 +141,23 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	})
 	s.goBG(s.renewLoop)
 	s.goBG(s.recoveryLoop)
+	if n, ok := cfg.Store.(persistence.Notifier); ok {
+		s.goBG(func() {
+			err := n.Listen(s.ctx, func(ids []string) {
+				if ids == nil {
+					go s.recoverOnce() // a gap: look for what we may have missed
+					s.timers.Reload()
+					return
+				}
+				for _, id := range ids {
+					s.wake(id)
+				}
+			})
+			if err != nil && s.ctx.Err() == nil {
+				s.log.Error("store notifications stopped", "err", err)
+			}
+		})
+	}
 	return s, nil
 }
 
@@ -302,6 +319,18 @@ func (s *System) clearStarting(id string) {
 }
 
 func (s *System) load(id string) (*activation, error) {
+	// Look before taking the lease: with several nodes most wake-ups are for
+	// instances another node holds, and a read is cheaper than a failed write.
+	cur, err := s.store.Instance(s.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Status.Terminal() {
+		return nil, persistence.ErrInstanceDone
+	}
+	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
+		return nil, persistence.ErrLeaseHeld
+	}
 	inst, err := s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL)
 	if err != nil {
 		return nil, err

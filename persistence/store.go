@@ -265,3 +265,15 @@ type Store interface {
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error
 }
+
+// Notifier is implemented by stores shared between processes. The actor
+// runtime type-asserts its Store to it to learn about mail, spawns and
+// cancels that other processes committed for instances it may host
+// (DESIGN invariant 8: no polling).
+type Notifier interface {
+	// Listen calls fn with the IDs of instances that another process woke
+	// (nil means "rescan everything": a gap may have lost notifications).
+	// It returns when ctx ends. It reconnects on its own after a lost
+	// connection and calls fn(nil) after each reconnect.
+	Listen(ctx context.Context, fn func(ids []string)) error
+}
