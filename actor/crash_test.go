@@ -215,3 +215,36 @@ func TestKill9MidFlight(t *testing.T) {
 	}
 	t.Logf("activities re-run after the crash (allowed: at least once): %d", reruns)
 }
+
+// A node restarted under the same NodeID after a kill -9 takes back at once
+// the instances that were mid-step (their leases are in its own name).
+func TestKill9SameNodeIDResumes(t *testing.T) {
+	dir := t.TempDir()
+	dbPath, logPath := dir+"/norn.db", dir+"/effects.log"
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashRoleEnv+"=chain", "NORN_CRASH_DB="+dbPath, "NORN_CRASH_LOG="+logPath)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "spawned" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child did not start: %q, %v", line, err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	st := testutil.OpenSQLite(t, dbPath)
+	wf := crashChain(logPath)
+	// A lease far longer than the test: only the same-NodeID takeover can finish it.
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), NodeID: "child", LeaseTTL: time.Hour})
+	ctx := testutil.Ctx(t, 60*time.Second)
+	for i := 0; i < crashInstances; i++ {
+		if got, err := actor.Await(ctx, sys, wf, actor.PID(fmt.Sprintf("w-%03d", i))); err != nil || got != crashWant(i) {
+			t.Fatalf("w-%03d = %d, %v", i, got, err)
+		}
+	}
+}

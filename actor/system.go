@@ -25,9 +25,10 @@ type Config struct {
 	Store persistence.Store
 	// Workflows are the workflows this node can run (see Register).
 	Workflows []Definition
-	// NodeID names this node in leases. Default: hostname-pid-random. A
-	// node restarted with the same NodeID takes its instances back at once;
-	// with a new one it waits for the old leases to expire (LeaseTTL).
+	// NodeID names this node in leases; it must be unique among live nodes.
+	// Default: hostname-pid-random. A node restarted with the same NodeID
+	// takes its instances back at once; with a new one it waits for the old
+	// leases to expire (LeaseTTL).
 	NodeID string
 	// LeaseTTL is how long an activation's lease lasts without renewal.
 	// Default 10s; renewed every LeaseTTL/3.
@@ -132,6 +133,13 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	// Check the store answers before promising anything.
 	if _, err := cfg.Store.List(ctx, persistence.ListFilter{Limit: 1}); err != nil {
 		return nil, fmt.Errorf("norn: store not usable: %w", err)
+	}
+	// A node restarted under the same NodeID holds no activation yet: leases
+	// in its name are left over from its previous life. Free them so that
+	// recovery takes those instances back now (renewing them would keep
+	// them stranded).
+	if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
+		return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.goBG(func() {
