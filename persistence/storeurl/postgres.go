@@ -2,12 +2,11 @@ package storeurl
 
 import (
 	"context"
-	"errors"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/postgres"
 )
 
-// openPostgres is replaced when the postgres driver lands.
 func openPostgres(ctx context.Context, url string) (persistence.Store, error) {
-	return nil, errors.New("storeurl: the postgres driver is not built yet")
+	return postgres.Open(ctx, url, postgres.Options{})
 }

@@ -1,0 +1,41 @@
+package storeurl_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/storeurl"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.StopPostgres()
+	os.Exit(code)
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	urls := []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")}
+	t.Run("postgres", func(t *testing.T) { urls = append(urls, testutil.PostgresURL(t)) })
+	for _, u := range urls {
+		st, err := storeurl.Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", u, err)
+		}
+		if _, err := st.List(ctx, persistence.ListFilter{}); err != nil {
+			t.Fatalf("List on %s: %v", u, err)
+		}
+		st.Close()
+	}
+	for _, bad := range []string{"", "mysql://x", "sqlite://"} {
+		if _, err := storeurl.Open(ctx, bad); err == nil || !strings.Contains(err.Error(), "storeurl") {
+			t.Fatalf("Open(%q) = %v, want a storeurl error", bad, err)
+		}
+	}
+}
