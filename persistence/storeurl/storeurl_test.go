@@ -21,21 +21,26 @@ func TestMain(m *testing.M) {
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	urls := []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")}
-	t.Run("postgres", func(t *testing.T) { urls = append(urls, testutil.PostgresURL(t)) })
-	for _, u := range urls {
-		st, err := storeurl.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("Open(%s): %v", u, err)
-		}
-		if _, err := st.List(ctx, persistence.ListFilter{}); err != nil {
-			t.Fatalf("List on %s: %v", u, err)
-		}
-		st.Close()
+	for _, u := range []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")} {
+		openAndList(t, u)
 	}
 	for _, bad := range []string{"", "mysql://x", "sqlite://"} {
 		if _, err := storeurl.Open(ctx, bad); err == nil || !strings.Contains(err.Error(), "storeurl") {
 			t.Fatalf("Open(%q) = %v, want a storeurl error", bad, err)
 		}
+	}
+}
+
+func TestOpenPostgres(t *testing.T) { openAndList(t, testutil.PostgresURL(t)) }
+
+func openAndList(t *testing.T, u string) {
+	ctx := context.Background()
+	st, err := storeurl.Open(ctx, u)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", u, err)
+	}
+	defer st.Close()
+	if _, err := st.List(ctx, persistence.ListFilter{}); err != nil {
+		t.Fatalf("List on %s: %v", u, err)
 	}
 }

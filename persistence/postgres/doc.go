@@ -1,0 +1,69 @@
+// Package postgres is Norn's store for shared, multi-node deployments: a
+// persistence.Store on PostgreSQL through pgx/v5, with the same semantics as
+// the embedded SQLite driver (both pass persistence/storetest).
+//
+//	st, err := postgres.Open(ctx, "postgres://norn:secret@db:5432/norn", postgres.Options{})
+//	if err != nil { ... }
+//	defer st.Close()
+//
+//	// Wake-ups from other nodes (DESIGN invariant 8).
+//	go st.Listen(ctx, func(ids []string) {
+//		if ids == nil { /* rescan: notifications may have been lost */ }
+//		for _, id := range ids { /* wake the activation of id */ }
+//	})
+//
+// # Schema
+//
+// Open creates a schema (Options.Schema, default "norn") and applies the
+// embedded migrations in it, recording them in schema_migrations. It takes a
+// transaction-scoped advisory lock first, so any number of processes may open
+// one database at once. Tables: instances, history (instance_id, seq),
+// messages (an identity column gives the store-wide arrival order),
+// subscriptions and timers. Times are BIGINT nanoseconds since the Unix epoch
+// (0 for none): exact round trips, and a timer never fires a fraction of a
+// microsecond early because its time was truncated. IDs and channel names use
+// the "C" collation, so List orders by bytes as SQLite does.
+//
+// # Group commit
+//
+// Apply queues its step for one of Options.Writers writer goroutines (4 by
+// default). A writer takes every step queued while it was busy (up to
+// Options.MaxBatch) and sends them to the server as one pipeline: BEGIN, each
+// step between SAVEPOINT and RELEASE, COMMIT — one round trip and one commit
+// for the whole batch. Each step's conditions (the lease epoch, the history
+// sequence, a message still being there, ...) are checked inside its own
+// statements, which raise an error when they fail; the pipeline then stops at
+// that step, the writer rolls back to the step's savepoint, settles it (with
+// the same error the SQLite driver returns) and sends the rest of the batch.
+// Writers run in parallel on their own connections; steps in a batch are
+// ordered by instance ID so batches lock rows in the same order.
+//
+// A step that loses a lock conflict with another transaction (a deadlock, or
+// a message that another transaction is consuming) is rolled back alone and
+// tried again in the writer's next transaction.
+//
+// # Concurrency between processes
+//
+// Every write to an instance is an UPDATE conditional on its lease epoch, so
+// a writer that lost its lease fails with persistence.ErrFenced however the
+// transactions interleave. Consuming deletes the message and checks that a
+// row went, so one message never reaches two consumers. Subscribing takes an
+// exclusive advisory lock on the channel and publishing a shared one, so two
+// transactions cannot subscribe one channel in two modes. Sending to an
+// instance takes a shared advisory lock on it and ending an instance an
+// exclusive one, so no message lands in the mailbox of an ended instance.
+//
+// # Wake-ups
+//
+// After each commit, a notifier goroutine sends pg_notify on the channel
+// "<schema>_wake" with the IDs of the instances the batch woke: mailbox
+// recipients (StepResult.Woken), created instances and, from RequestCancel,
+// instances asked to cancel. IDs are JSON, split to fit PostgreSQL's payload
+// limit, coalesced across batches under load, and replaced by a single
+// "rescan" when there are too many. Store.Listen (persistence.Notifier)
+// listens on a connection of its own and reconnects on its own.
+//
+// Statements are prepared by name on every pooled connection and batches are
+// pipelined, so the driver needs a direct connection or a session-mode
+// pooler, not a transaction-mode one.
+package postgres

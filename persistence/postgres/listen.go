@@ -1,0 +1,191 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// Notifier is persistence.Notifier, which Store implements: the actor
+// runtime type-asserts its Store to it to hear about work that other
+// processes committed for instances it may host.
+type Notifier = persistence.Notifier
+
+// Limits of the wake-up notifications. PostgreSQL refuses NOTIFY payloads of
+// 8000 bytes or more; a batch that woke more instances than fit in
+// maxNotifies payloads sends one "rescan" notification instead.
+const (
+	maxPayload  = 7000
+	maxNotifies = 8
+)
+
+// wakeMsg is the payload of a wake-up notification.
+type wakeMsg struct {
+	From   string   `json:"from"`             // the sending Store's origin
+	IDs    []string `json:"ids,omitempty"`    // instances woken
+	Rescan bool     `json:"rescan,omitempty"` // too many to list: rescan everything
+}
+
+// wakePayloads encodes the IDs woken by one batch as NOTIFY payloads.
+func wakePayloads(origin string, woken []string) []string {
+	seen := make(map[string]bool, len(woken))
+	var out []string
+	cur := wakeMsg{From: origin}
+	size, rescan := 0, false
+	flush := func() {
+		if len(cur.IDs) > 0 {
+			b, _ := json.Marshal(cur)
+			out = append(out, string(b))
+		}
+		cur.IDs, size = nil, 0
+	}
+	for _, id := range woken {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		b, _ := json.Marshal(id)
+		n := len(b) + 1
+		if n > maxPayload-100 {
+			rescan = true // an ID too long for any payload
+			break
+		}
+		if size+n > maxPayload-100 {
+			flush()
+		}
+		cur.IDs = append(cur.IDs, id)
+		size += n
+	}
+	flush()
+	if rescan || len(out) > maxNotifies {
+		return []string{rescanPayload(origin)}
+	}
+	return out
+}
+
+func rescanPayload(origin string) string {
+	b, _ := json.Marshal(wakeMsg{From: origin, Rescan: true})
+	return string(b)
+}
+
+// Listen implements persistence.Notifier. It holds a connection of its own
+// (outside the pool) that LISTENs on the store's wake-up channel, and calls
+// fn, from the calling goroutine, with the IDs of instances that other Store
+// values (other processes, or other stores in this one) woke: instances
+// whose mailbox gained a message (StepResult.Woken), instances created
+// (Step.Create), and instances asked to cancel (RequestCancel). A store's
+// own wake-ups are not reported back to it: its caller has them already.
+//
+// fn(nil) asks for a rescan. Listen calls it once the first LISTEN is in
+// place (anything woken before then went unheard) and after every
+// reconnect. fn should return quickly; notifications queue on the
+// connection while it runs.
+//
+// When the connection drops, Listen reconnects with back-off (100ms doubling
+// up to 5s) for as long as ctx lasts. An idle connection is pinged every 30
+// seconds so that a silently dead one is noticed. Listen returns ctx.Err()
+// when ctx ends, or persistence.ErrStoreClosed when the store is closed.
+func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return persistence.ErrStoreClosed
+	}
+	s.listeners.Add(1)
+	s.closeMu.RUnlock()
+	defer s.listeners.Done()
+
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.closeCtx, cancel)()
+	done := func() error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return persistence.ErrStoreClosed
+	}
+
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	for {
+		conn, err := s.listenConn(lctx)
+		if err == nil {
+			backoff = minBackoff
+			fn(nil)
+			err = s.receive(lctx, conn, fn)
+			closeCtx, c := context.WithTimeout(context.Background(), time.Second)
+			conn.Close(closeCtx)
+			c()
+		}
+		if lctx.Err() != nil {
+			return done()
+		}
+		s.opts.Logger.Warn("norn/postgres: wake-up listener lost its connection; reconnecting", "server", s.target, "err", err, "retry_in", backoff)
+		select {
+		case <-lctx.Done():
+			return done()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// listenConn connects and LISTENs.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.listen.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// listenPing is how long the listener's connection may stay silent before
+// Listen pings it.
+var listenPing = 30 * time.Second
+
+// receive hands notifications to fn until the connection fails or ctx ends.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func([]string)) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, listenPing)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil || !errors.Is(wctx.Err(), context.DeadlineExceeded) || conn.IsClosed() {
+				return err
+			}
+			// Idle for a while: make sure the connection still works.
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var msg wakeMsg
+		if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil {
+			s.opts.Logger.Warn("norn/postgres: malformed wake-up notification", "payload", n.Payload, "err", err)
+			fn(nil)
+			continue
+		}
+		if msg.From == s.origin {
+			continue
+		}
+		if msg.Rescan {
+			fn(nil)
+			continue
+		}
+		if len(msg.IDs) > 0 {
+			fn(msg.IDs)
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// MaxConns is the size of the connection pool shared by the writers,
+	// reads and lease operations. Listen uses a connection of its own,
+	// outside the pool. Default 16, or Writers+4 if that is more; it must
+	// exceed Writers. It overrides a pool_max_conns in the URL.
+	MaxConns int
+	// Writers is the number of group-commit writer goroutines, each
+	// committing its own batches on its own connection, in parallel.
+	// Default 4.
+	Writers int
+	// MaxBatch caps how many steps share one transaction. Default 64, which
+	// keeps a batch's subtransactions (one savepoint per step) within
+	// PostgreSQL's per-backend subtransaction cache.
+	MaxBatch int
+	// ConnectTimeout bounds each attempt to connect (TCP, TLS and
+	// authentication), so that Open fails fast when the server is down or
+	// unreachable. A connect_timeout in the URL takes precedence. Default 5s.
+	ConnectTimeout time.Duration
+	// WriteTimeout bounds one batch commit, lock waits included; the
+	// batch's steps fail when it expires. Default 30s.
+	WriteTimeout time.Duration
+	// Schema holds Norn's tables; it is created if missing and becomes the
+	// connections' search_path. Several Norn deployments may share a
+	// database under different schemas. Default "norn".
+	Schema string
+	// Logger receives warnings (a lost listener connection, notifications
+	// that could not be sent). Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Writers <= 0 {
+		o.Writers = 4
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+		if o.MaxConns <= o.Writers {
+			o.MaxConns = o.Writers + 4
+		}
+	}
+	if o.MaxConns <= o.Writers {
+		return fmt.Errorf("postgres: MaxConns (%d) must exceed Writers (%d), or reads could wait for every writer", o.MaxConns, o.Writers)
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 64
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.Schema == "" {
+		o.Schema = "norn"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if !schemaRE.MatchString(o.Schema) {
+		return fmt.Errorf("postgres: schema name %q: want lower-case letters, digits and underscores, starting with a letter", o.Schema)
+	}
+	return nil
+}
+
+var schemaRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,50}$`)
+
+// Store is the PostgreSQL driver. Create it with Open.
+type Store struct {
+	opts   Options
+	target string // where we connect, for error messages (no password)
+	pool   *pgxpool.Pool
+	listen *pgx.ConnConfig // base config for Listen's dedicated connections
+
+	// origin identifies this Store in the wake-up notifications it sends, so
+	// that its own Listen skips them.
+	origin  string
+	channel string // NOTIFY channel
+
+	chanLocks, instLocks int32 // advisory lock spaces, see lockSpace
+
+	reqs chan *writeReq
+	wake chan []string // woken IDs of committed batches, for the notifier
+	// wakeLost records that a wake-up could not be sent: the next
+	// notification asks listeners to rescan.
+	wakeLost     atomic.Bool
+	wakeMu       sync.RWMutex
+	wakeClosed   bool
+	notifierDone chan struct{}
+
+	closeMu sync.RWMutex
+	closed  bool
+	writers sync.WaitGroup
+
+	closeCtx  context.Context // cancelled by Close: stops Listen calls
+	stop      context.CancelFunc
+	listeners sync.WaitGroup
+}
+
+var (
+	_ persistence.Store    = (*Store)(nil)
+	_ persistence.Notifier = (*Store)(nil)
+)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// connection string), applies migrations and starts the writers. Several
+// processes may open the same database at once: migrations run under an
+// advisory lock.
+//
+// A malformed URL fails at once, an unreachable or unresponsive server
+// within Options.ConnectTimeout; the error names the server but never the
+// password.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	target := describeTarget(url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: invalid connection URL %s: %w", target, err)
+	}
+	cc := cfg.ConnConfig
+	target = fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
+	if cc.ConnectTimeout <= 0 {
+		cc.ConnectTimeout = opts.ConnectTimeout
+	}
+	if cc.RuntimeParams["application_name"] == "" {
+		cc.RuntimeParams["application_name"] = "norn"
+	}
+	cc.RuntimeParams["search_path"] = opts.Schema
+	// The driver runs its statements by the names it prepared them under
+	// (see prepare), which needs the extended protocol whatever the URL asks.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	listen := cc.Copy()
+	listen.RuntimeParams["application_name"] = cc.RuntimeParams["application_name"] + " listener"
+	// When a caller's context (or a batch's WriteTimeout) ends mid-query,
+	// ask the server to cancel the statement, so that it does not go on
+	// waiting for locks, holding its own, for a client that left.
+	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
+	}
+
+	// Migrate on a connection of its own: the pool's connections prepare
+	// statements over the schema as they connect.
+	conn, err := pgx.ConnectConfig(ctx, cc.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect to %s: %w", target, err)
+	}
+	err = migrate(ctx, conn, opts.Schema)
+	conn.Close(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: migrate %s: %w", target, err)
+	}
+
+	cfg.MaxConns = int32(opts.MaxConns)
+	cfg.MinConns = 0
+	cfg.AfterConnect = prepare
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open %s: %w", target, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", target, err)
+	}
+
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	s := &Store{
+		opts:         opts,
+		target:       target,
+		pool:         pool,
+		listen:       listen,
+		origin:       hex.EncodeToString(rnd[:]),
+		channel:      opts.Schema + "_wake",
+		chanLocks:    lockSpace(opts.Schema, "channel"),
+		instLocks:    lockSpace(opts.Schema, "instance"),
+		reqs:         make(chan *writeReq, 4096),
+		wake:         make(chan []string, 1024),
+		notifierDone: make(chan struct{}),
+	}
+	s.closeCtx, s.stop = context.WithCancel(context.Background())
+	go s.notifier()
+	for i := 0; i < opts.Writers; i++ {
+		s.writers.Add(1)
+		go s.writer()
+	}
+	return s, nil
+}
+
+// describeTarget names the server of a connection string for error messages,
+// with any password masked.
+func describeTarget(connString string) string {
+	if u, err := url.Parse(connString); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if u.Host == "" {
+			return "(no host)"
+		}
+		return u.Host + u.Path
+	}
+	if rest, ok := strings.CutPrefix(connString, "postgres://"); ok || strings.HasPrefix(connString, "postgresql://") {
+		if !ok {
+			rest = strings.TrimPrefix(connString, "postgresql://")
+		}
+		rest, _, _ = strings.Cut(rest, "/")
+		rest, _, _ = strings.Cut(rest, "?")
+		if i := strings.LastIndex(rest, "@"); i >= 0 {
+			rest = rest[i+1:]
+		}
+		return rest
+	}
+	for _, f := range strings.Fields(connString) {
+		if h, ok := strings.CutPrefix(f, "host="); ok {
+			return h
+		}
+	}
+	return "(unparsable connection string)"
+}
+
+// lockSpace derives the first key of the two-key advisory locks the store
+// takes on channels and instances, so that other applications' advisory
+// locks and other Norn schemas in the same database do not collide.
+func lockSpace(schema, what string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte("norn:" + schema + ":" + what))
+	return int32(h.Sum32())
+}
+
+// Target describes the server and database the store uses (never the
+// password).
+func (s *Store) Target() string { return s.target }
+
+// Pool is the store's connection pool, for tools and tests that need to run
+// their own SQL. Its connections use the store's schema as search_path.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// prepare prepares the driver's statements on a new pool connection.
+func prepare(ctx context.Context, conn *pgx.Conn) error {
+	for name, sql := range statements {
+		if _, err := conn.Prepare(ctx, name, sql); err != nil {
+			return fmt.Errorf("prepare %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrationLock is the advisory lock (one bigint key) migrations hold.
+func migrationLock(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("norn:migrate:" + schema))
+	return int64(h.Sum64())
+}
+
+// migrate applies the embedded migrations not yet recorded in
+// schema_migrations, in one transaction under an advisory lock: concurrent
+// openers wait for the first, then find nothing left to do.
+func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	// Look without the lock first: once the schema is up to date, opening
+	// needs neither the lock nor the privilege to create a schema.
+	if upToDate(ctx, conn, schema, len(names)) {
+		return nil
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock(schema)); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+ident); err != nil {
+			return fmt.Errorf("create schema %s: %w", schema, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+ident); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		return err
+	}
+	for _, name := range names {
+		v, err := strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: bad version: %w", name, err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, v).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		// No arguments: the simple protocol, which runs every statement
+		// of the file.
+		if _, err := tx.Exec(ctx, string(body), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, v, time.Now().UnixNano()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// upToDate reports whether schema_migrations already lists want versions.
+func upToDate(ctx context.Context, conn *pgx.Conn, schema string, want int) bool {
+	var exists bool
+	err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&exists)
+	if err != nil || !exists {
+		return false
+	}
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&n)
+	return err == nil && n >= want
+}
+
+// Close lets the writers finish the steps already queued, stops Listen
+// calls, and closes the pool. Apply calls made after Close began fail with
+// persistence.ErrStoreClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.reqs)
+	s.stop()
+	s.closeMu.Unlock()
+	s.writers.Wait()
+	s.wakeMu.Lock()
+	s.wakeClosed = true
+	close(s.wake)
+	s.wakeMu.Unlock()
+	<-s.notifierDone
+	s.listeners.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// isClosed reports whether Close was called.
+func (s *Store) isClosed() bool {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	return s.closed
+}
+
+// retryable reports whether err is a transient conflict with another
+// transaction (deadlock, serialization failure, lock not available), after
+// which the same work may simply be tried again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40P01", "40001", "55P03":
+		return true
+	}
+	return false
+}
+
+func ns(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, v)
+}

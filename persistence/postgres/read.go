@@ -1,0 +1,174 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+func scanInstance(row pgx.Row) (persistence.Instance, error) {
+	var in persistence.Instance
+	var status string
+	var expires, created, updated int64
+	err := row.Scan(&in.ID, &in.Workflow, &status, &in.Input, &in.Output, &in.Error, &in.Parent, &in.LeaseOwner, &in.LeaseEpoch,
+		&expires, &in.CancelReason, &in.Restarts, &in.Run, &in.HistoryLen, &created, &updated)
+	in.Status = persistence.Status(status)
+	in.LeaseExpires, in.CreatedAt, in.UpdatedAt = fromNS(expires), fromNS(created), fromNS(updated)
+	return in, err
+}
+
+// Instance reads one instance.
+func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
+	in, err := scanInstance(s.pool.QueryRow(ctx, sqlInstance, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return in, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+	}
+	if err != nil {
+		return in, fmt.Errorf("postgres: read instance %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// History reads an instance's history from seq on.
+func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persistence.Event, error) {
+	rows, _ := s.pool.Query(ctx, sqlHistory, id, fromSeq)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Event, error) {
+		var e persistence.Event
+		var at int64
+		err := row.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &at)
+		e.At = fromNS(at)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read history %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// List reads instances ordered by ID.
+func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persistence.Instance, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(f.Status) > 0 {
+		st := make([]string, len(f.Status))
+		for i, x := range f.Status {
+			st[i] = string(x)
+		}
+		where = append(where, "status = ANY("+arg(st)+"::text[])")
+	}
+	if f.Workflow != "" {
+		where = append(where, "workflow = "+arg(f.Workflow)+"::text")
+	}
+	if f.After != "" {
+		where = append(where, "id > "+arg(f.After)+"::text")
+	}
+	q := `SELECT ` + instanceCols + ` FROM instances`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		q += " LIMIT " + arg(int64(f.Limit))
+	}
+	rows, _ := s.pool.Query(ctx, q, args...)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Instance, error) { return scanInstance(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list instances: %w", err)
+	}
+	return out, nil
+}
+
+// Runnable lists instances that need an activation and have no live lease.
+func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, _ := s.pool.Query(ctx, sqlRunnable, now.UnixNano(), int64(limit))
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: runnable instances: %w", err)
+	}
+	return out, nil
+}
+
+// Mailbox reads an instance's waiting messages in arrival order.
+func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistence.Message, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, _ := s.pool.Query(ctx, sqlMailbox, id, int64(limit))
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Message, error) {
+		var m persistence.Message
+		var at int64
+		err := row.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Payload, &m.Metadata, &at)
+		m.PublishedAt = fromNS(at)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read mailbox %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Subscriptions lists an instance's subscriptions.
+func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Subscription, error) {
+	rows, _ := s.pool.Query(ctx, sqlSubscriptions, id)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Subscription, error) {
+		sub := persistence.Subscription{Instance: id}
+		var mode string
+		err := row.Scan(&sub.Channel, &mode)
+		sub.Mode = persistence.Mode(mode)
+		return sub, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read subscriptions %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// ChannelStats summarises channels.
+func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, error) {
+	rows, _ := s.pool.Query(ctx, sqlChannelStats)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.ChannelStat, error) {
+		var c persistence.ChannelStat
+		var mode string
+		var subs, waiting int64
+		err := row.Scan(&c.Channel, &mode, &subs, &waiting)
+		c.Mode, c.Subscribers, c.Waiting = persistence.Mode(mode), int(subs), int(waiting)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: channel stats: %w", err)
+	}
+	return out, nil
+}
+
+// DueTimers lists timers due before t, earliest first.
+func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]persistence.Timer, error) {
+	if limit <= 0 {
+		limit = 10000
+	}
+	rows, _ := s.pool.Query(ctx, sqlDueTimers, before.UnixNano(), int64(limit))
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Timer, error) {
+		var t persistence.Timer
+		var due int64
+		err := row.Scan(&t.Instance, &t.ID, &due)
+		t.Due = fromNS(due)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: due timers: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,227 @@
+package postgres
+
+// The driver's fixed statements. Each is prepared under its key on every
+// connection of the pool (see Store.prepare) and executed by that name, so
+// that a step costs no parse or plan on the server and a failed statement in
+// a pipelined batch does not evict anything from pgx's statement cache.
+//
+// Statements whose name starts with "chk_" are checks: they raise SQLSTATE
+// NR001 (through norn_check, see the migrations) when their condition fails,
+// which aborts the rest of a pipelined batch at that step.
+
+const terminalSQL = `('completed', 'failed', 'cancelled')`
+
+const instanceCols = `id, workflow, status, input, output, error, parent, COALESCE(lease_owner, ''), lease_epoch, lease_expires,
+	cancel_reason, restarts, run, history_len, created_at, updated_at`
+
+// checkCode is the SQLSTATE norn_check raises.
+const checkCode = "NR001"
+
+// Messages of norn_check, saying which condition failed.
+const (
+	checkExists   = "exists"   // Create found the ID taken
+	checkUpdate   = "update"   // conditional instance update matched nothing
+	checkGone     = "gone"     // consumed message is gone
+	checkMode     = "mode"     // channel mode conflict; detail is the existing mode
+	checkNotFound = "notfound" // MustDeliver target missing
+	checkDone     = "done"     // MustDeliver target ended; detail is its status
+	checkTimer    = "timer"    // fired timer is gone
+	checkInvalid  = "invalid"  // invalid record (the reason is known to Go)
+)
+
+const (
+	sqlBegin      = "norn_begin"
+	sqlCommit     = "norn_commit"
+	sqlRollback   = "norn_rollback"
+	sqlSavepoint  = "norn_savepoint"
+	sqlRelease    = "norn_release"
+	sqlRollbackTo = "norn_rollback_to"
+
+	sqlInsertInstance = "norn_insert_instance"
+	sqlUpdateInstance = "norn_update_instance"
+	sqlInstance       = "norn_instance"
+	sqlInstanceState  = "norn_instance_state"
+	sqlInsertEvent    = "norn_insert_event"
+	sqlResetHistory   = "norn_reset_history"
+	sqlConsume        = "norn_consume"
+	sqlConsumeNowait  = "norn_consume_nowait"
+	sqlLock           = "norn_lock"
+	sqlLockShared     = "norn_lock_shared"
+	sqlSubscribeCheck = "norn_subscribe_check"
+	sqlSubscribe      = "norn_subscribe"
+	sqlUnsubscribe    = "norn_unsubscribe"
+	sqlDirectCheck    = "norn_direct_check"
+	sqlTargetCheck    = "norn_target_check"
+	sqlSendDirect     = "norn_send_direct"
+	sqlPublishSubs    = "norn_publish_subs"
+	sqlPublish        = "norn_publish"
+	sqlQueue          = "norn_queue"
+	sqlCancelTimer    = "norn_cancel_timer"
+	sqlFireTimer      = "norn_fire_timer"
+	sqlAddTimer       = "norn_add_timer"
+	sqlEndInstance    = "norn_end_instance"
+	sqlFail           = "norn_fail"
+	sqlNotify         = "norn_notify"
+	sqlAsyncCommit    = "norn_async_commit"
+
+	sqlAcquireLease  = "norn_acquire_lease"
+	sqlRenewLeases   = "norn_renew_leases"
+	sqlReleaseLeases = "norn_release_leases"
+	sqlCancel        = "norn_cancel"
+	sqlStatus        = "norn_status"
+
+	sqlHistory       = "norn_history"
+	sqlRunnable      = "norn_runnable"
+	sqlMailbox       = "norn_mailbox"
+	sqlSubscriptions = "norn_subscriptions"
+	sqlChannelStats  = "norn_channel_stats"
+	sqlDueTimers     = "norn_due_timers"
+)
+
+var statements = map[string]string{
+	sqlBegin:      `BEGIN`,
+	sqlCommit:     `COMMIT`,
+	sqlRollback:   `ROLLBACK`,
+	sqlSavepoint:  `SAVEPOINT step`,
+	sqlRelease:    `RELEASE SAVEPOINT step`,
+	sqlRollbackTo: `ROLLBACK TO SAVEPOINT step`,
+
+	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
+	// $7 lease epoch, $8 lease expires, $9 now.
+	sqlInsertInstance: `WITH ins AS (
+		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, run, history_len, created_at, updated_at)
+		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, NULLIF($6::text, ''), $7::bigint, $8::bigint, 0, 0, $9::bigint, $9::bigint)
+		ON CONFLICT (id) DO NOTHING RETURNING 1)
+		SELECT norn_check(EXISTS (SELECT 1 FROM ins), '` + checkExists + `', '')`,
+
+	// $1 reset history, $2 events appended, $3 new status or '', $4 set
+	// output and error, $5 output, $6 error, $7 release the lease, $8 count
+	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1.
+	sqlUpdateInstance: `WITH u AS (
+		UPDATE instances SET
+			history_len = CASE WHEN $1::boolean THEN $2::bigint ELSE history_len + $2::bigint END,
+			run = run + CASE WHEN $1::boolean THEN 1 ELSE 0 END,
+			status = COALESCE(NULLIF($3::text, ''), status),
+			output = CASE WHEN $4::boolean THEN $5::bytea ELSE output END,
+			error = CASE WHEN $4::boolean THEN $6::text ELSE error END,
+			lease_owner = CASE WHEN $7::boolean THEN NULL ELSE lease_owner END,
+			lease_expires = CASE WHEN $7::boolean THEN 0 ELSE lease_expires END,
+			restarts = restarts + CASE WHEN $8::boolean THEN 1 ELSE 0 END,
+			updated_at = $9::bigint
+		WHERE id = $10::text AND lease_epoch = $11::bigint AND ($12::bigint < 0 OR history_len = $12::bigint)
+			AND status NOT IN ` + terminalSQL + `
+		RETURNING 1)
+		SELECT norn_check(EXISTS (SELECT 1 FROM u), '` + checkUpdate + `', '')`,
+
+	sqlInstance:      `SELECT ` + instanceCols + ` FROM instances WHERE id = $1::text`,
+	sqlInstanceState: `SELECT status, lease_epoch, history_len FROM instances WHERE id = $1::text`,
+
+	sqlInsertEvent: `INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at)
+		VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::bytea, $7::text, $8::bigint)`,
+	sqlResetHistory: `DELETE FROM history WHERE instance_id = $1::text`,
+
+	// Consuming waits for a concurrent consumer of the same message to end
+	// (then finds it gone, or takes it if that consumer rolled back). The
+	// first attempt of a step does not wait: a locked message fails the step
+	// with lock_not_available, and the writer retries it in its next
+	// transaction, after its own locks are released, which avoids deadlocks
+	// between batches that consume the same competing messages.
+	sqlConsume: `WITH d AS (DELETE FROM messages WHERE seq = $1::bigint RETURNING 1)
+		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkGone + `', '')`,
+	sqlConsumeNowait: `WITH d AS (DELETE FROM messages WHERE seq = (SELECT seq FROM messages WHERE seq = $1::bigint FOR UPDATE NOWAIT) RETURNING 1)
+		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkGone + `', '')`,
+
+	// Transaction-scoped advisory locks: $1 is the lock space (channels or
+	// instances, see lockSpace), $2 the name hashed into it.
+	sqlLock:       `SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text))`,
+	sqlLockShared: `SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2::text))`,
+
+	// $1 channel, $2 subscribing instance, $3 requested mode.
+	sqlSubscribeCheck: `SELECT norn_check(m IS NULL, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
+		SELECT mode FROM subscriptions WHERE channel = $1::text AND instance_id <> $2::text AND mode <> $3::text LIMIT 1) AS m) x`,
+	sqlSubscribe: `INSERT INTO subscriptions (instance_id, channel, mode) VALUES ($1::text, $2::text, $3::text)
+		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`,
+	sqlUnsubscribe: `DELETE FROM subscriptions WHERE instance_id = $1::text AND channel = $2::text`,
+
+	// $1 channel: a direct send conflicts with broadcast or competing subscribers.
+	sqlDirectCheck: `SELECT norn_check(m IS NULL, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
+		SELECT mode FROM subscriptions WHERE channel = $1::text AND mode <> 'direct' LIMIT 1) AS m) x`,
+	// $1 target: MustDeliver.
+	sqlTargetCheck: `SELECT norn_check(s IS NOT NULL AND s NOT IN ` + terminalSQL + `,
+		CASE WHEN s IS NULL THEN '` + checkNotFound + `' ELSE '` + checkDone + `' END, COALESCE(s, '')) FROM (SELECT (
+		SELECT status FROM instances WHERE id = $1::text) AS s) x`,
+	// $1 msg id, $2 channel, $3 target, $4 sender, $5 payload, $6 metadata, $7 published at.
+	sqlSendDirect: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::bigint
+		WHERE EXISTS (SELECT 1 FROM instances WHERE id = $3::text AND status NOT IN ` + terminalSQL + `)`,
+	// $1 channel: the subscribers to wake; publishing on a direct channel conflicts.
+	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode)
+		FROM subscriptions WHERE channel = $1::text ORDER BY instance_id`,
+	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
+	// at. A copy per broadcast subscriber; otherwise (competing, or nobody
+	// subscribed yet) one message in the channel's queue.
+	sqlPublish: `WITH copies AS (
+		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+		SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint
+		FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast' ORDER BY instance_id)
+		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint
+		WHERE NOT EXISTS (SELECT 1 FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast')`,
+	// Same arguments as sqlPublish, for a message with no channel.
+	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint)`,
+
+	sqlCancelTimer: `DELETE FROM timers WHERE instance_id = $1::text AND timer_id = $2::text`,
+	sqlFireTimer: `WITH d AS (DELETE FROM timers WHERE instance_id = $1::text AND timer_id = $2::text RETURNING 1)
+		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkTimer + `', '')`,
+	sqlAddTimer: `INSERT INTO timers (instance_id, timer_id, due) VALUES ($1::text, $2::text, $3::bigint)
+		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`,
+	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text),
+		t AS (DELETE FROM timers WHERE instance_id = $1::text)
+		DELETE FROM messages WHERE target = $1::text`,
+	sqlFail:        `SELECT norn_check(false, '` + checkInvalid + `', '')`,
+	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
+	sqlAsyncCommit: `SET LOCAL synchronous_commit = off`,
+
+	// $1 id, $2 owner, $3 expires, $4 now.
+	sqlAcquireLease: `UPDATE instances SET lease_owner = $2::text, lease_epoch = lease_epoch + 1, lease_expires = $3::bigint,
+		status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, updated_at = $4::bigint
+		WHERE id = $1::text AND status NOT IN ` + terminalSQL + `
+			AND (lease_owner IS NULL OR lease_owner = $2::text OR lease_expires < $4::bigint)
+		RETURNING ` + instanceCols,
+	// Leases are locked in ID order, the order in which the writer's batches
+	// lock instances, so that renewing cannot deadlock with a batch.
+	sqlRenewLeases: `UPDATE instances i SET lease_expires = $2::bigint
+		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
+		WHERE i.id = l.id AND i.lease_owner = $1::text`,
+	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0
+		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
+		WHERE i.id = l.id AND i.lease_owner = $1::text`,
+	sqlCancel: `UPDATE instances SET cancel_reason = $2::text, updated_at = $3::bigint
+		WHERE id = $1::text AND cancel_reason = '' AND status NOT IN ` + terminalSQL,
+	sqlStatus: `SELECT status FROM instances WHERE id = $1::text`,
+
+	sqlHistory: `SELECT seq, kind, name, ref, payload, error, at FROM history
+		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
+	sqlRunnable: `SELECT id FROM instances i
+		WHERE status IN ('running', 'compensating', 'waiting') AND (lease_owner IS NULL OR lease_expires < $1::bigint)
+		AND (status <> 'waiting' OR cancel_reason <> ''
+			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
+			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = i.id AND s.mode = 'competing'))
+		ORDER BY updated_at LIMIT $2::bigint`,
+	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
+			SELECT seq, msg_id, channel, target, sender, payload, metadata, published_at FROM messages WHERE target = $1::text
+			UNION ALL
+			SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.payload, m.metadata, m.published_at
+				FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = $1::text AND s.mode = 'competing'
+		) x ORDER BY seq LIMIT $2::bigint`,
+	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,
+	sqlChannelStats: `SELECT channel, MAX(mode), SUM(subs)::bigint, SUM(waiting)::bigint FROM (
+			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting FROM subscriptions GROUP BY channel, mode
+			UNION ALL
+			SELECT channel, '' AS mode, 0, COUNT(*) FROM messages WHERE channel <> '' GROUP BY channel
+		) x GROUP BY channel ORDER BY channel`,
+	sqlDueTimers: `SELECT instance_id, timer_id, due FROM timers WHERE due < $1::bigint ORDER BY due LIMIT $2::bigint`,
+}

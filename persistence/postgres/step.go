@@ -1,0 +1,330 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// compile turns a request's step into the statements that apply it, in the
+// order the SQLite driver applies them, so that a step that breaks several
+// rules fails with the same error on both drivers. A step that is invalid
+// before any statement runs gets its error at once and no statements.
+func (s *Store) compile(r *writeReq) []op {
+	step := r.step
+	now := time.Now()
+	nowNS := now.UnixNano()
+	var ops []op
+	add := func(o op) {
+		o.req = r
+		ops = append(ops, o)
+	}
+	invalid := func(err error) []op {
+		if len(ops) == 0 {
+			r.err = err
+			return nil
+		}
+		// Earlier statements may fail first (the step may be fenced, say);
+		// if they do not, this one fails the step with err.
+		add(op{label: "validate step", name: sqlFail, check: func(*pgconn.PgError) (error, *op) { return err, nil }})
+		return ops
+	}
+	lock := func(name string, space int32, key string) {
+		add(op{label: "lock", name: name, args: []any{space, key}})
+	}
+
+	id, epoch := step.Instance, step.Epoch
+	if c := step.Create; c != nil {
+		if c.ID == "" || c.Workflow == "" {
+			return invalid(fmt.Errorf("%w: instance needs an ID and a workflow", persistence.ErrInvalidRecord))
+		}
+		status := c.Status
+		if status == "" {
+			status = persistence.StatusRunning
+		}
+		cid := c.ID
+		add(op{label: "insert instance", name: sqlInsertInstance,
+			args: []any{c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch, ns(c.LeaseExpires), nowNS},
+			check: func(*pgconn.PgError) (error, *op) {
+				// The ID is taken: nothing of the step applies, and the
+				// caller gets the instance that holds it.
+				return nil, &op{req: r, follow: true, label: "read existing instance", name: sqlInstance, args: []any{cid},
+					read: func(br pgx.BatchResults) error {
+						inst, err := scanInstance(br.QueryRow())
+						if err != nil {
+							return err
+						}
+						r.res.Existing = &inst
+						return nil
+					}}
+			}})
+		id, epoch = c.ID, c.LeaseEpoch
+	}
+	if id != "" && (step.Create == nil || len(step.History) > 0 || step.Status != "") {
+		expect := int64(-1)
+		if len(step.History) > 0 && !step.ResetHistory {
+			expect = step.History[0].Seq
+		}
+		if step.Create != nil {
+			expect = 0
+		}
+		setOut := step.Status != "" && (step.Status.Terminal() || step.Output != nil || step.Error != "")
+		release := step.ReleaseLease || step.Status.Terminal()
+		add(op{label: "update instance", name: sqlUpdateInstance,
+			args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), setOut, step.Output, step.Error,
+				release, step.IncRestarts, nowNS, id, epoch, expect},
+			check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect) }})
+	}
+	if step.ResetHistory {
+		add(op{label: "reset history", name: sqlResetHistory, args: []any{id}})
+	}
+	for _, e := range step.History {
+		at := e.At
+		if at.IsZero() {
+			at = now
+		}
+		add(op{label: "append history " + id, name: sqlInsertEvent,
+			args: []any{id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano()}})
+	}
+	for _, seq := range step.Consume {
+		name := sqlConsume
+		if r.attempt == 0 {
+			name = sqlConsumeNowait
+		}
+		add(op{label: "consume message", name: name, args: []any{seq},
+			check: func(*pgconn.PgError) (error, *op) {
+				return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq), nil
+			}})
+	}
+	for _, sub := range step.Subscribe {
+		if !sub.Mode.Valid() {
+			return invalid(fmt.Errorf("%w: unknown channel mode %q", persistence.ErrInvalidRecord, sub.Mode))
+		}
+		// The channel lock makes the mode check and the insert one atomic
+		// act across transactions; publishing takes it shared.
+		lock(sqlLock, s.chanLocks, sub.Channel)
+		add(op{label: "subscribe", name: sqlSubscribeCheck, args: []any{sub.Channel, id, string(sub.Mode)},
+			check: modeConflict(sub.Channel, sub.Mode)})
+		add(op{label: "subscribe", name: sqlSubscribe, args: []any{id, sub.Channel, string(sub.Mode)}})
+	}
+	for _, ch := range step.Unsubscribe {
+		add(op{label: "unsubscribe", name: sqlUnsubscribe, args: []any{id, ch}})
+	}
+	for _, m := range step.Send {
+		if m.ID == "" {
+			return invalid(fmt.Errorf("%w: message needs an ID", persistence.ErrInvalidRecord))
+		}
+		var meta any
+		if len(m.Metadata) > 0 {
+			meta = m.Metadata
+		}
+		at := m.PublishedAt
+		if at.IsZero() {
+			at = now
+		}
+		if m.Target != "" {
+			if m.Channel != "" {
+				lock(sqlLockShared, s.chanLocks, m.Channel)
+				add(op{label: "send", name: sqlDirectCheck, args: []any{m.Channel}, check: modeConflict(m.Channel, persistence.Direct)})
+			}
+			// Shared, against the exclusive lock a step ending the target
+			// takes: the message either lands before the target's mailbox
+			// is dropped (and is dropped with it) or sees the target ended.
+			lock(sqlLockShared, s.instLocks, m.Target)
+			if m.MustDeliver {
+				target := m.Target
+				add(op{label: "send", name: sqlTargetCheck, args: []any{target},
+					check: func(pe *pgconn.PgError) (error, *op) {
+						if pe.Message == checkNotFound {
+							return fmt.Errorf("%w: %s", persistence.ErrNotFound, target), nil
+						}
+						return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, target, pe.Detail), nil
+					}})
+			}
+			target := m.Target
+			add(op{label: "send", name: sqlSendDirect, args: []any{m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano()},
+				read: func(br pgx.BatchResults) error {
+					tag, err := br.Exec()
+					if err == nil && tag.RowsAffected() > 0 {
+						r.res.Woken = append(r.res.Woken, target)
+					}
+					return err
+				}})
+			continue
+		}
+		args := []any{m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano()}
+		if m.Channel == "" {
+			add(op{label: "publish", name: sqlQueue, args: args})
+			continue
+		}
+		lock(sqlLockShared, s.chanLocks, m.Channel)
+		add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
+			read: func(br pgx.BatchResults) error {
+				rows, _ := br.Query()
+				var ids []string
+				for rows.Next() {
+					var id string
+					var ok bool
+					if err := rows.Scan(&id, &ok); err != nil {
+						rows.Close()
+						return err
+					}
+					ids = append(ids, id)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				r.res.Woken = append(r.res.Woken, ids...)
+				return nil
+			},
+			check: modeConflict(m.Channel, persistence.Broadcast)})
+		add(op{label: "publish", name: sqlPublish, args: args})
+	}
+	for _, t := range step.CancelTimers {
+		add(op{label: "cancel timer", name: sqlCancelTimer, args: []any{id, t}})
+	}
+	for _, t := range step.FireTimers {
+		add(op{label: "fire timer", name: sqlFireTimer, args: []any{id, t},
+			check: func(*pgconn.PgError) (error, *op) {
+				return fmt.Errorf("%w: %s/%s", persistence.ErrTimerGone, id, t), nil
+			}})
+	}
+	for _, t := range step.AddTimers {
+		add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano()}})
+	}
+	if step.Status.Terminal() {
+		lock(sqlLock, s.instLocks, id)
+		add(op{label: "release ended instance", name: sqlEndInstance, args: []any{id}})
+	}
+	return ops
+}
+
+// modeConflict maps a failed mode check (detail: the existing mode) to a
+// ModeConflictError.
+func modeConflict(channel string, requested persistence.Mode) func(*pgconn.PgError) (error, *op) {
+	return func(pe *pgconn.PgError) (error, *op) {
+		return &persistence.ModeConflictError{Channel: channel, Existing: persistence.Mode(pe.Detail), Requested: requested}, nil
+	}
+}
+
+// diagnose is the statement that tells why a conditional instance update
+// matched nothing; it runs after the step was rolled back.
+func diagnose(r *writeReq, id string, epoch, expect int64) *op {
+	return &op{req: r, follow: true, label: "read instance " + id, name: sqlInstanceState, args: []any{id},
+		read: func(br pgx.BatchResults) error {
+			var status string
+			var gotEpoch, hlen int64
+			err := br.QueryRow().Scan(&status, &gotEpoch, &hlen)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				r.err = fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+			case err != nil:
+				return err
+			case persistence.Status(status).Terminal():
+				r.err = fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
+			case gotEpoch != epoch:
+				r.err = fmt.Errorf("%w: %s epoch %d, writer has %d", persistence.ErrFenced, id, gotEpoch, epoch)
+			default:
+				r.err = fmt.Errorf("%w: %s has %d events, step starts at %d", persistence.ErrHistoryGap, id, hlen, expect)
+			}
+			return nil
+		}}
+}
+
+// retry runs fn again (up to maxAttempts times) while it fails with a
+// transient conflict.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	if s.isClosed() {
+		return persistence.ErrStoreClosed
+	}
+	var err error
+	for i := 0; i < maxAttempts; i++ {
+		if err = fn(); !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// AcquireLease takes an instance's lease.
+func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (persistence.Instance, error) {
+	var inst persistence.Instance
+	err := s.retry(ctx, func() error {
+		now := time.Now()
+		var err error
+		inst, err = scanInstance(s.pool.QueryRow(ctx, sqlAcquireLease, id, owner, now.Add(ttl).UnixNano(), now.UnixNano()))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("postgres: acquire lease: %w", err)
+		}
+		inst, err = scanInstance(s.pool.QueryRow(ctx, sqlInstance, id))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+		case err != nil:
+			return fmt.Errorf("postgres: acquire lease: %w", err)
+		case inst.Status.Terminal():
+			return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, inst.Status)
+		}
+		return fmt.Errorf("%w: %s held by %s until %s", persistence.ErrLeaseHeld, id, inst.LeaseOwner, inst.LeaseExpires.Format(time.RFC3339Nano))
+	})
+	return inst, err
+}
+
+// RenewLeases extends all of owner's leases.
+func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
+	return s.retry(ctx, func() error {
+		if _, err := s.pool.Exec(ctx, sqlRenewLeases, owner, time.Now().Add(ttl).UnixNano()); err != nil {
+			return fmt.Errorf("postgres: renew leases: %w", err)
+		}
+		return nil
+	})
+}
+
+// ReleaseLeases drops all of owner's leases.
+func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
+	return s.retry(ctx, func() error {
+		if _, err := s.pool.Exec(ctx, sqlReleaseLeases, owner); err != nil {
+			return fmt.Errorf("postgres: release leases: %w", err)
+		}
+		return nil
+	})
+}
+
+// RequestCancel records a cancel request; the first reason stays.
+func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	return s.retry(ctx, func() error {
+		tag, err := s.pool.Exec(ctx, sqlCancel, id, reason, time.Now().UnixNano())
+		if err != nil {
+			return fmt.Errorf("postgres: cancel: %w", err)
+		}
+		if tag.RowsAffected() > 0 {
+			s.queueWake([]string{id}) // its owner may be in another process
+			return nil
+		}
+		// Nothing changed: no such instance, ended, or already cancelled.
+		var status string
+		err = s.pool.QueryRow(ctx, sqlStatus, id).Scan(&status)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+		case err != nil:
+			return fmt.Errorf("postgres: cancel: %w", err)
+		case persistence.Status(status).Terminal():
+			return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
+		}
+		return nil
+	})
+}

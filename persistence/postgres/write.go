@@ -1,0 +1,360 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// maxAttempts bounds how often a step that lost a conflict with another
+// transaction (deadlock, lock not available) is tried again.
+const maxAttempts = 5
+
+// writeReq is one Apply call waiting for a writer.
+type writeReq struct {
+	step    persistence.Step
+	res     persistence.StepResult
+	err     error
+	done    chan struct{}
+	attempt int
+
+	ops   []op // the step compiled for the current attempt
+	retry bool // the step lost a conflict and is worth another attempt
+}
+
+// op is one statement of a pipelined batch.
+type op struct {
+	req    *writeReq // nil for transaction control
+	follow bool      // settles a failed step (see check)
+	label  string    // what the statement does, for error messages
+	name   string    // prepared statement
+	args   []any
+	// read consumes the statement's result; nil means Exec.
+	read func(br pgx.BatchResults) error
+	// check maps a norn_check failure of this statement to the step's
+	// error; follow, if not nil, is a statement to run after the rollback
+	// that decides the step's outcome (diagnosis, the existing instance).
+	check func(pe *pgconn.PgError) (err error, follow *op)
+}
+
+func (o *op) run(br pgx.BatchResults) error {
+	if o.read != nil {
+		return o.read(br)
+	}
+	_, err := br.Exec()
+	return err
+}
+
+// Apply commits one step. Concurrent calls share transactions (group
+// commit); each step still succeeds or fails on its own.
+func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
+	req := &writeReq{step: step, done: make(chan struct{})}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return persistence.StepResult{}, persistence.ErrStoreClosed
+	}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		s.closeMu.RUnlock()
+		return persistence.StepResult{}, ctx.Err()
+	}
+	s.closeMu.RUnlock()
+	// Once queued the step is applied whatever the caller's context does,
+	// so wait for the outcome: returning early would hide a commit.
+	<-req.done
+	if req.err != nil {
+		return persistence.StepResult{}, req.err
+	}
+	return req.res, nil
+}
+
+// writer is one group-commit loop: it takes every step queued while it was
+// busy (up to MaxBatch) and commits them in one transaction. Several writers
+// run at once, each with its own connection.
+func (s *Store) writer() {
+	defer s.writers.Done()
+	batch := make([]*writeReq, 0, s.opts.MaxBatch)
+	for {
+		req, ok := <-s.reqs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], req)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit applies a batch and completes its requests, trying steps that lost
+// a conflict with another transaction again in a new transaction.
+func (s *Store) commit(batch []*writeReq) {
+	// Steps are independent, so their order is free: sort them by instance
+	// so that every batch locks instance rows in the same (ID) order as
+	// every other batch and as RenewLeases, which avoids most deadlocks.
+	sort.SliceStable(batch, func(i, j int) bool { return stepKey(batch[i].step) < stepKey(batch[j].step) })
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		err = fmt.Errorf("postgres: connect to %s: %w", s.target, err)
+		for _, r := range batch {
+			r.err = err
+			close(r.done)
+		}
+		return
+	}
+	defer conn.Release()
+	for len(batch) > 0 {
+		s.runTx(ctx, conn, batch)
+		var woken []string
+		again := batch[:0:0]
+		for _, r := range batch {
+			if r.retry && r.attempt+1 < maxAttempts && ctx.Err() == nil {
+				r.attempt++
+				again = append(again, r)
+				continue
+			}
+			if r.err == nil {
+				woken = append(woken, r.res.Woken...)
+				if c := r.step.Create; c != nil && r.res.Existing == nil {
+					woken = append(woken, c.ID) // a spawn: its owner may be elsewhere
+				}
+			}
+			close(r.done)
+		}
+		if len(woken) > 0 {
+			s.queueWake(woken)
+		}
+		batch = again
+	}
+}
+
+func stepKey(st persistence.Step) string {
+	if st.Create != nil {
+		return st.Create.ID
+	}
+	return st.Instance
+}
+
+// runTx applies batch in one transaction and sets every request's outcome.
+//
+// The whole batch goes to the server as one pipeline: BEGIN, each step
+// between SAVEPOINT and RELEASE (when the batch has several), COMMIT. Every
+// condition a step depends on is checked by the statement itself (norn_check
+// raises), so a failing step stops the pipeline at its own statement; the
+// steps before it stand, and a second pipeline rolls back to the failed
+// step's savepoint, runs whatever decides its outcome (a diagnosis) and goes
+// on with the steps after it. A batch costs one round trip, plus one per
+// failed step.
+func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) {
+	multi := len(batch) > 1
+	var sql int
+	for _, r := range batch {
+		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
+		r.ops = s.compile(r)
+		sql += len(r.ops)
+	}
+	ctl := func(name string) op { return op{label: name, name: name} }
+	pre := []op{ctl(sqlBegin)}
+	next := 0
+	if sql == 0 {
+		return // every step failed validation
+	}
+	fatal := func(err error) {
+		// Nothing of this transaction commits. Steps whose failure is
+		// already known keep their error; every other one (including a
+		// step whose outcome a follow-up statement was to decide) gets err.
+		for _, r := range batch {
+			if r.err == nil || r.retry {
+				r.err, r.retry = err, false
+			}
+		}
+	}
+	for {
+		ops := append([]op(nil), pre...)
+		for _, r := range batch[next:] {
+			if len(r.ops) == 0 {
+				continue // failed validation before any SQL
+			}
+			if multi {
+				ops = append(ops, ctl(sqlSavepoint))
+			}
+			ops = append(ops, r.ops...)
+			if multi {
+				ops = append(ops, ctl(sqlRelease))
+			}
+		}
+		ops = append(ops, op{label: "commit", name: sqlCommit, read: readCommit})
+
+		b := &pgx.Batch{}
+		for i := range ops {
+			b.Queue(ops[i].name, ops[i].args...)
+		}
+		br := conn.SendBatch(ctx, b)
+		failAt, err := -1, error(nil)
+		for i := range ops {
+			if err = ops[i].run(br); err != nil {
+				failAt = i
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			failAt, err = len(ops)-1, cerr
+		}
+		if err == nil {
+			return // committed
+		}
+
+		var pe *pgconn.PgError
+		o := ops[failAt]
+		if o.req == nil || o.follow || !errors.As(err, &pe) {
+			// A connection failure, a timeout, or a failed COMMIT: the
+			// transaction is gone, and with it every step's work. (If the
+			// connection broke after COMMIT was sent, the outcome is not
+			// known; the error says so only by being an error.)
+			fatal(fmt.Errorf("postgres: %s: %w", o.label, err))
+			if conn.Conn().PgConn().TxStatus() == 'E' || conn.Conn().PgConn().TxStatus() == 'T' {
+				_, _ = conn.Exec(ctx, sqlRollback)
+			}
+			return
+		}
+
+		r := o.req
+		var follow *op
+		switch {
+		case retryable(err):
+			r.retry = true
+			r.err = fmt.Errorf("postgres: %s: %w", o.label, err)
+		case pe.Code == checkCode && o.check != nil:
+			r.err, follow = o.check(pe)
+		default:
+			r.err = fmt.Errorf("postgres: %s: %w", o.label, err)
+		}
+		for i, x := range batch {
+			if x == r {
+				next = i + 1
+			}
+		}
+		if multi {
+			pre = []op{ctl(sqlRollbackTo), ctl(sqlRelease)}
+			if follow != nil {
+				pre = append(pre, *follow)
+			}
+			continue
+		}
+		// A single step runs without a savepoint: roll the transaction
+		// back, then settle the step outside it.
+		pre = []op{ctl(sqlRollback)}
+		if follow != nil {
+			pre = append(pre, *follow)
+		}
+		b = &pgx.Batch{}
+		for i := range pre {
+			b.Queue(pre[i].name, pre[i].args...)
+		}
+		br = conn.SendBatch(ctx, b)
+		for i := range pre {
+			if err = pre[i].run(br); err != nil {
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			r.err, r.retry = fmt.Errorf("postgres: settle failed step: %w", err), false
+		}
+		return
+	}
+}
+
+func readCommit(br pgx.BatchResults) error {
+	tag, err := br.Exec()
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("transaction was rolled back (%s)", tag)
+	}
+	return err
+}
+
+// queueWake hands IDs that committed work woke to the notifier goroutine.
+func (s *Store) queueWake(ids []string) {
+	s.wakeMu.RLock()
+	defer s.wakeMu.RUnlock()
+	if s.wakeClosed {
+		return
+	}
+	select {
+	case s.wake <- ids:
+	default:
+		// The notifier is behind (the channel is full, so it has work and
+		// will look at this): tell listeners to rescan rather than block.
+		s.wakeLost.Store(true)
+	}
+}
+
+// notifier sends the wake-up notifications of committed batches: whatever
+// the writers queued while it was sending the previous ones goes out in one
+// transaction, so notifications cost the writers nothing and coalesce under
+// load. They are sent after the commit they describe, so a crash in between
+// loses them: the runtime's slow safety-net scan covers that (DESIGN
+// invariant 8).
+func (s *Store) notifier() {
+	defer close(s.notifierDone)
+	for ids := range s.wake {
+	more:
+		for len(ids) < 100000 {
+			select {
+			case x, ok := <-s.wake:
+				if !ok {
+					break more
+				}
+				ids = append(ids, x...)
+			default:
+				break more
+			}
+		}
+		s.sendWake(ids)
+	}
+}
+
+func (s *Store) sendWake(ids []string) {
+	payloads := wakePayloads(s.origin, ids)
+	if s.wakeLost.Swap(false) {
+		payloads = []string{rescanPayload(s.origin)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue(sqlBegin)
+	// Nothing depends on a notification surviving a crash; do not wait
+	// for the disk (NOTIFY holds a global lock until its commit is done).
+	b.Queue(sqlAsyncCommit)
+	for _, p := range payloads {
+		b.Queue(sqlNotify, s.channel, p)
+	}
+	b.Queue(sqlCommit)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		s.wakeLost.Store(true)
+		s.opts.Logger.Warn("norn/postgres: sending wake-up notifications", "server", s.target, "err", err)
+	}
+}
