@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -188,14 +189,14 @@ func (a *activation) run() {
 	finished := false
 	defer func() { a.sys.ended(a, finished) }()
 	defer a.runStop()
-	out, werr, oc, crash := a.execute()
+	out, werr, oc, crash, infra := a.execute()
 	switch oc {
 	case outStopped:
 		return
 	case outNonDeterminism:
 		finished = a.finish(persistence.StatusFailed, nil, werr.Error())
 	case outCrash:
-		a.crashed(crash)
+		a.crashed(crash, infra)
 	case outDone:
 		switch {
 		case werr == nil:
@@ -220,7 +221,7 @@ func (a *activation) reason() string {
 
 // execute runs the workflow function, turning the control-flow panics back
 // into outcomes.
-func (a *activation) execute() (out []byte, werr error, oc outcome, crash string) {
+func (a *activation) execute() (out []byte, werr error, oc outcome, crash string, infra bool) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -232,7 +233,7 @@ func (a *activation) execute() (out []byte, werr error, oc outcome, crash string
 		case *NonDeterminismError:
 			oc, werr = outNonDeterminism, p
 		case infraPanic:
-			oc, crash = outCrash, "store: "+p.err.Error()
+			oc, crash, infra = outCrash, "store: "+p.err.Error(), true
 		default:
 			oc, crash = outCrash, fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
 		}
@@ -251,7 +252,7 @@ func (a *activation) execute() (out []byte, werr error, oc outcome, crash string
 		if werr != nil && len(a.comps) > 0 {
 			a.compensate()
 		}
-		return out, werr, outDone, ""
+		return out, werr, outDone, "", false
 	}
 }
 
@@ -352,7 +353,7 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
 	if err := a.commit(); err != nil {
 		if !errors.Is(err, persistence.ErrFenced) && a.sys.ctx.Err() == nil {
-			a.crashed("store: " + err.Error())
+			a.crashed("store: "+err.Error(), true)
 		}
 		return false
 	}
@@ -365,32 +366,36 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 	return true
 }
 
-// crashed handles a panic or store failure: restart from history after a
-// back-off, within the workflow's restart budget; past it, fail the instance.
-func (a *activation) crashed(reason string) {
+// crashed handles a panic or a store failure. A panic restarts the
+// activation from history after a back-off, within the workflow's restart
+// budget; past it, the instance fails. A store failure (store down, lost
+// connection) is not the workflow's fault: it is retried until the store
+// answers again, whatever the budget.
+func (a *activation) crashed(reason string, infra bool) {
 	s := a.sys
 	if s.ctx.Err() != nil {
 		return
 	}
-	delay, ok := s.restartDecision(a.id, a.def)
-	if !ok {
-		s.log.Error("instance exhausted its restart budget", "instance", a.id, "reason", reason)
-		a.pending = persistence.Step{}
-		a.seq = int64(len(a.history))
-		a.finish(persistence.StatusFailed, nil, "restart budget exhausted: "+reason)
-		return
+	delay := storeRetryDelay()
+	if !infra {
+		var ok bool
+		if delay, ok = s.restartDecision(a.id, a.def); !ok {
+			s.log.Error("instance exhausted its restart budget", "instance", a.id, "reason", reason)
+			a.seq -= int64(len(a.pending.History))
+			a.pending = persistence.Step{}
+			clear(a.consumed)
+			a.finish(persistence.StatusFailed, nil, "restart budget exhausted: "+reason)
+			return
+		}
 	}
 	s.log.Warn("activation crashed; restarting from history", "instance", a.id, "in", delay, "reason", reason)
-	_, _ = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: true, ReleaseLease: true})
-	s.goBG(func() {
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-s.ctx.Done():
-		case <-t.C:
-			s.wake(a.id)
-		}
-	})
+	_, _ = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: !infra, ReleaseLease: true})
+	s.wakeLater(a.id, delay)
+}
+
+// storeRetryDelay spaces attempts to reach a failing store.
+func storeRetryDelay() time.Duration {
+	return time.Duration(float64(time.Second) * (0.75 + 0.5*mrand.Float64()))
 }
 
 // next returns the next recorded event if replay is still going on; a
@@ -528,6 +533,9 @@ func (a *activation) passivate() bool {
 	case <-a.wakeCh:
 		s.mu.Unlock()
 		a.deliver(sigWake)
+		return false
+	case <-a.cancelCh: // park's select may have picked the idle timer over it
+		s.mu.Unlock()
 		return false
 	default:
 	}

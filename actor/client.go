@@ -172,17 +172,16 @@ func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
 		return err
 	}
 	s.mu.Lock()
-	a, ok := s.acts[id]
-	if ok && a.passivating {
-		a.rewake, ok = true, false
+	if a, ok := s.acts[id]; ok {
+		if a.passivating {
+			a.rewake = true
+		} else {
+			a.deliver(sigCancel) // under s.mu, as in wake
+		}
 		s.mu.Unlock()
 		return nil
 	}
 	s.mu.Unlock()
-	if ok {
-		a.signal(sigCancel)
-		return nil
-	}
 	s.wake(id)
 	return nil
 }

@@ -107,10 +107,25 @@ func (a *activation) awaitTimer(id string, rec timerRecord) error {
 		}
 	}
 	a.record(persistence.Event{Kind: evTimerFired, Name: id})
-	if rec.Stored {
+	if rec.Stored && !a.dropPendingTimer(id) {
 		a.pending.FireTimers = append(a.pending.FireTimers, id)
 	}
 	return nil
+}
+
+// dropPendingTimer removes timer id from the pending step's AddTimers and
+// reports whether it was there: a timer that came due before the step that
+// adds it committed has no row to fire (firing it would fail the step with
+// ErrTimerGone, since a step fires timers before it adds them).
+func (a *activation) dropPendingTimer(id string) bool {
+	for i, t := range a.pending.AddTimers {
+		if t.ID == id {
+			// Copy: marks taken earlier may share the backing array.
+			a.pending.AddTimers = append(a.pending.AddTimers[:i:i], a.pending.AddTimers[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // Send delivers msg to pid's mailbox. It fails with ErrNotFound or

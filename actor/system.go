@@ -276,11 +276,13 @@ func (s *System) wake(id string) {
 	if a, ok := s.acts[id]; ok {
 		if a.passivating {
 			a.rewake = true
-			s.mu.Unlock()
-			return
+		} else {
+			// Deliver under s.mu, not through the shell's (asynchronous)
+			// mailbox: passivate looks at wakeCh under s.mu, and a wake still
+			// in flight when it looks would be lost with the activation.
+			a.deliver(sigWake)
 		}
 		s.mu.Unlock()
-		a.signal(sigWake)
 		return
 	}
 	if _, ok := s.starting[id]; ok {
@@ -313,7 +315,10 @@ func (s *System) activate(id string) {
 		case errors.Is(err, persistence.ErrLeaseHeld), errors.Is(err, persistence.ErrInstanceDone), errors.Is(err, persistence.ErrNotFound):
 		case s.ctx.Err() != nil:
 		default:
-			s.log.Warn("activation failed", "instance", id, "err", err)
+			// Most likely the store is unreachable: try again later, or the
+			// instance would sit under our own lease with nobody running it.
+			s.log.Warn("activation failed; retrying", "instance", id, "err", err)
+			s.wakeLater(id, storeRetryDelay())
 		}
 		return
 	}
@@ -402,6 +407,19 @@ func (s *System) ended(a *activation, finished bool) {
 	if rewake {
 		s.wake(a.id)
 	}
+}
+
+// wakeLater wakes id after d, unless the System stops first.
+func (s *System) wakeLater(id string, d time.Duration) {
+	s.goBG(func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-s.ctx.Done():
+		case <-t.C:
+			s.wake(id)
+		}
+	})
 }
 
 // afterCommit wakes the instances a committed step gave mail and hands its
