@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWorkloads runs every workload at a tiny size on a temp SQLite file, so
+// that `go test ./...` notices when one stops running. It asserts counts
+// (nothing duplicated, lost or missing), never times.
+func TestWorkloads(t *testing.T) {
+	opts := options{
+		N: 20, M: 20, P: 3, Publishers: 2, S: 5, K: 20, Pending: 20,
+		SleepMin: 20 * time.Millisecond, SleepMax: 100 * time.Millisecond,
+		PassivateAfter: 200 * time.Millisecond,
+		Spawners:       8, Timeout: 30 * time.Second, BaselineBatch: 50,
+	}
+	targets, err := parseTargets("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []result
+	for _, w := range workloads() {
+		t.Run(w.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res := runOne(ctx, w, opts, targets[0], nil)
+			if res.Err != nil {
+				t.Fatalf("%s: %v (%s)", w.name, res.Err, res.Extra)
+			}
+			if res.Throughput <= 0 {
+				t.Errorf("%s: throughput %v", w.name, res.Throughput)
+			}
+			for _, k := range map[string][]string{
+				"queue":  {"dup", "lost", "unknown"},
+				"fanout": {"missing"},
+			}[w.name] {
+				if v, ok := res.Metrics[k]; !ok || v != 0 {
+					t.Errorf("%s: %s = %v, %v; want 0", w.name, k, v, ok)
+				}
+			}
+			switch w.name {
+			case "chain":
+				if res.Metrics["baseline_rows_per_s"] <= 0 {
+					t.Errorf("chain: no baseline (%s)", res.Extra)
+				}
+			case "timers":
+				if res.Metrics["pending_waiting"] != 20 {
+					t.Errorf("timers: %v of 20 pending sleepers passivated", res.Metrics["pending_waiting"])
+				}
+			case "idle":
+				if res.Metrics["waiting"] != 20 {
+					t.Errorf("idle: %v of 20 instances passivated", res.Metrics["waiting"])
+				}
+			}
+			results = append(results, res)
+		})
+	}
+	var b bytes.Buffer
+	printTable(&b, results)
+	if got := strings.Count(b.String(), "\n"); got != len(results)+2 {
+		t.Errorf("table has %d lines for %d results:\n%s", got, len(results), b.String())
+	}
+	t.Logf("\n%s", b.String())
+}
+
+func TestParseTargets(t *testing.T) {
+	ts, err := parseTargets("sqlite, postgres://u:secret@db:5432/bench,sqlite,/tmp/x.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, tg := range ts {
+		labels = append(labels, tg.label)
+	}
+	if got := strings.Join(labels, " "); got != "sqlite postgres@db:5432/bench sqlite#2 sqlite:x.db" {
+		t.Fatalf("labels = %q", got)
+	}
+	if !ts[0].temp() || !ts[1].postgres() || ts[3].sqlitePath() != "/tmp/x.db" {
+		t.Fatalf("targets = %+v", ts)
+	}
+	if _, err := parseTargets("mysql://x"); err == nil {
+		t.Fatal("mysql accepted")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := summarize(ds)
+	if l.P50 != 50*time.Millisecond || l.P99 != 99*time.Millisecond || l.Max != 100*time.Millisecond || l.N != 100 {
+		t.Fatalf("summary = %+v", l)
+	}
+	if fmtInt(1234567) != "1,234,567" || fmtInt(-1000) != "-1,000" || fmtDur(1500*time.Microsecond) != "1.50ms" {
+		t.Fatal("formatting")
+	}
+}
+
+// TestPostgresBaseline checks the PostgreSQL side of the chain baseline
+// against NORN_BENCH_POSTGRES_URL (an empty database), if set.
+func TestPostgresBaseline(t *testing.T) {
+	url := os.Getenv("NORN_BENCH_POSTGRES_URL")
+	if url == "" {
+		t.Skip("NORN_BENCH_POSTGRES_URL not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := pgBaseline(ctx, url, 1000, 5, 300)
+	if err != nil || b.rowsPerSec <= 0 {
+		t.Fatalf("baseline = %+v, %v", b, err)
+	}
+	nd := &node{t: target{label: "postgres", url: url}}
+	if size, err := nd.diskBytes(ctx); err != nil || size <= 0 {
+		t.Fatalf("database size = %d, %v", size, err)
+	}
+}
