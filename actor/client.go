@@ -114,7 +114,13 @@ func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 			s.dropWaiter(id, c)
 			return inst, err
 		}
-		t.Reset(awaitPoll)
+		// An instance this node holds ends here and wakes the waiter; the
+		// poll is for instances other nodes run.
+		poll := awaitPoll
+		if inst.LeaseOwner == s.cfg.NodeID {
+			poll = 10 * awaitPoll
+		}
+		t.Reset(poll)
 		select {
 		case end := <-c:
 			return end, nil

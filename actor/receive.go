@@ -16,8 +16,13 @@ type Received[T any] struct {
 	Value T
 }
 
-// mailboxScan caps one read of the mailbox.
-const mailboxScan = 10000
+// mailboxPage is the first read of a mailbox scan; a scan that finds no
+// match in a full page reads a larger one, so that the common case (the
+// first message matches) reads a few rows, not the whole queue.
+const mailboxPage = 32
+
+// mailboxScanMax caps one scan.
+const mailboxScanMax = 1 << 20
 
 // competingSpread is how many waiting competing messages a consumer chooses
 // among, so that parallel consumers do not all race for the first one.
@@ -67,11 +72,8 @@ func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error
 		return Received[T]{}, ErrCancelled
 	}
 	for {
-		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, mailboxScan)
-		if err != nil {
-			a.fail(err)
-		}
-		if m, ok := a.pick(spec, msgs); ok {
+		m, ok := a.scan(spec)
+		if ok {
 			mark := a.mark()
 			msg := mailbox.FromStored(m)
 			b, _ := json.Marshal(msg)
@@ -112,6 +114,23 @@ func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error
 		}
 		if err := a.park(); err != nil {
 			return Received[T]{}, err
+		}
+	}
+}
+
+// scan reads the mailbox page by growing page until a message matches or
+// the whole mailbox has been seen.
+func (a *activation) scan(spec mailbox.Spec) (persistence.Message, bool) {
+	for limit := mailboxPage; ; limit *= 8 {
+		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, limit)
+		if err != nil {
+			a.fail(err)
+		}
+		if m, ok := a.pick(spec, msgs); ok {
+			return m, true
+		}
+		if len(msgs) < limit || limit >= mailboxScanMax {
+			return persistence.Message{}, false
 		}
 	}
 }

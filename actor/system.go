@@ -71,7 +71,8 @@ type System struct {
 	acts     map[string]*activation
 	starting map[string]bool // activation start in progress; value: wake arrived meanwhile
 	waiters  map[string][]chan persistence.Instance
-	sem      chan struct{}
+	queue    []string // instances waiting for an activator
+	workers  int      // running activators
 	restarts map[string][]time.Time
 }
 
@@ -119,7 +120,6 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID),
 		acts: map[string]*activation{}, starting: map[string]bool{}, waiters: map[string][]chan persistence.Instance{},
-		sem: make(chan struct{}, cfg.MaxActivating),
 	}
 	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
 		return cfg.Logger.With("lib", "protoactor")
@@ -291,24 +291,45 @@ func (s *System) wake(id string) {
 		return
 	}
 	s.starting[id] = false
-	s.runs.Add(1)
+	s.queue = append(s.queue, id)
+	if s.workers < s.cfg.MaxActivating {
+		s.workers++
+		s.runs.Add(1)
+		go s.activator()
+	}
 	s.mu.Unlock()
-	go func() {
-		defer s.runs.Done()
+}
+
+// activator starts queued activations; at most MaxActivating run at once,
+// so that waking 100,000 passivated instances does not start 100,000
+// goroutines at the same moment.
+func (s *System) activator() {
+	defer s.runs.Done()
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 || s.stopping {
+			for _, id := range s.queue {
+				delete(s.starting, id)
+			}
+			s.queue = nil
+			s.workers--
+			s.mu.Unlock()
+			return
+		}
+		id := s.queue[0]
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
 		s.activate(id)
-	}()
+	}
 }
 
 // activate takes the lease and starts an activation that replays history.
 func (s *System) activate(id string) {
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
+	if s.ctx.Err() != nil {
 		s.clearStarting(id)
 		return
 	}
 	a, err := s.load(id)
-	<-s.sem
 	if err != nil {
 		s.clearStarting(id)
 		switch {

@@ -26,6 +26,11 @@ type stmts struct {
 	upsertTimer    *sql.Stmt
 	instanceState  *sql.Stmt
 	savepoint      *sql.Stmt
+	acquireLease   *sql.Stmt
+	readInstance   *sql.Stmt
+	dropSubs       *sql.Stmt
+	dropTimers     *sql.Stmt
+	dropMail       *sql.Stmt
 	release        *sql.Stmt
 	rollbackTo     *sql.Stmt
 }
@@ -63,6 +68,13 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due) VALUES (?, ?, ?) ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`)
 	st.instanceState = p(`SELECT status, lease_epoch, history_len FROM instances WHERE id = ?`)
 	st.savepoint = p(`SAVEPOINT step`)
+	st.acquireLease = p(`UPDATE instances SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = ?,
+			status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, updated_at = ?
+			WHERE id = ? AND status NOT IN ` + terminalSQL + ` AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires < ?)`)
+	st.readInstance = p(instanceSelect + ` WHERE id = ?`)
+	st.dropSubs = p(`DELETE FROM subscriptions WHERE instance_id = ?`)
+	st.dropTimers = p(`DELETE FROM timers WHERE instance_id = ?`)
+	st.dropMail = p(`DELETE FROM messages WHERE target = ?`)
 	st.release = p(`RELEASE step`)
 	st.rollbackTo = p(`ROLLBACK TO step`)
 	return err
@@ -70,7 +82,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (st *stmts) close() {
 	for _, s := range []*sql.Stmt{st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
-		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release, st.rollbackTo} {
+		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release, st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail} {
 		if s != nil {
 			s.Close()
 		}
@@ -216,12 +228,8 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		}
 	}
 	if step.Status.Terminal() {
-		for _, q := range []string{
-			`DELETE FROM subscriptions WHERE instance_id = ?`,
-			`DELETE FROM timers WHERE instance_id = ?`,
-			`DELETE FROM messages WHERE target = ?`,
-		} {
-			if _, err := tx.Exec(q, id); err != nil {
+		for _, q := range []*sql.Stmt{s.st.dropSubs, s.st.dropTimers, s.st.dropMail} {
+			if _, err := tx.Stmt(q).Exec(id); err != nil {
 				return fmt.Errorf("sqlite: release ended instance: %w", err)
 			}
 		}
@@ -359,15 +367,12 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 	var inst persistence.Instance
 	err := s.write(ctx, true, func(tx *sql.Tx) error {
 		now := time.Now()
-		r, err := tx.Exec(`UPDATE instances SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = ?,
-			status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, updated_at = ?
-			WHERE id = ? AND status NOT IN `+terminalSQL+` AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires < ?)`,
-			owner, now.Add(ttl).UnixNano(), now.UnixNano(), id, owner, now.UnixNano())
+		r, err := tx.Stmt(s.st.acquireLease).Exec(owner, now.Add(ttl).UnixNano(), now.UnixNano(), id, owner, now.UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: acquire lease: %w", err)
 		}
 		n, _ := r.RowsAffected()
-		inst, err = scanInstance(tx.QueryRow(instanceSelect+` WHERE id = ?`, id))
+		inst, err = scanInstance(tx.Stmt(s.st.readInstance).QueryRow(id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
 		}
