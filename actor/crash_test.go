@@ -3,7 +3,9 @@ package actor_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -111,7 +113,9 @@ func runChainChild(dbPath, logPath string) error {
 			}
 		}(i)
 	}
-	select {} // run until killed
+	// Run until killed, or until the parent goes away (its end closes stdin).
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return errors.New("parent went away")
 }
 
 // TestKill9MidFlight kills a node while 100+ workflows are mid-flight and
@@ -123,6 +127,9 @@ func TestKill9MidFlight(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashRoleEnv+"=chain", "NORN_CRASH_DB="+dbPath, "NORN_CRASH_LOG="+logPath)
 	cmd.Stderr = os.Stderr
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +230,9 @@ func TestKill9SameNodeIDResumes(t *testing.T) {
 	dbPath, logPath := dir+"/norn.db", dir+"/effects.log"
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashRoleEnv+"=chain", "NORN_CRASH_DB="+dbPath, "NORN_CRASH_LOG="+logPath)
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

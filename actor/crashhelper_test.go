@@ -164,8 +164,8 @@ func (c *childProc) kill9(t *testing.T) {
 
 // lineWriter turns the child's stdout into lines on a channel.
 type lineWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
+	mu  sync.Mutex
+	buf bytes.Buffer
 	out chan string
 }
 

@@ -436,13 +436,13 @@ func TestLostWakeupRace(t *testing.T) {
 		wakeRace
 	}{
 		// Parked activations wait for the wake-up.
-		{"parked", wakeRace{passivate: time.Hour, iters: 100, maxOffset: 3 * time.Millisecond}},
+		{"parked", wakeRace{passivate: time.Hour, iters: 60, maxOffset: 3 * time.Millisecond}},
 		// Unrelated mail also wakes the receivers, which scan, find no match
 		// and park again: more scan-then-park windows.
-		{"parked-noise", wakeRace{passivate: time.Hour, iters: 60, maxOffset: 3 * time.Millisecond, noise: true}},
+		{"parked-noise", wakeRace{passivate: time.Hour, iters: 40, maxOffset: 3 * time.Millisecond, noise: true}},
 		// Activations passivate 2 ms after parking, so wake-ups also race
 		// passivation and re-activation.
-		{"passivating", wakeRace{passivate: 2 * time.Millisecond, iters: 100, maxOffset: 6 * time.Millisecond}},
+		{"passivating", wakeRace{passivate: 2 * time.Millisecond, iters: 80, maxOffset: 6 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { lostWakeupRace(t, tc.wakeRace) })
 	}
