@@ -239,15 +239,8 @@ type readStmts struct {
 }
 
 func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
-	var err error
-	p := func(q string) *sql.Stmt {
-		if err != nil {
-			return nil
-		}
-		var s *sql.Stmt
-		s, err = db.PrepareContext(ctx, q)
-		return s
-	}
+	pr := &preparer{ctx: ctx, db: db}
+	p := pr.prep
 	rs.instance = p(instanceSelect + ` WHERE id = ?`)
 	rs.history = p(`SELECT seq, kind, name, ref, payload, error, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
 	rs.mailbox = p(`SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
@@ -256,13 +249,7 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 			SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
 				WHERE s.instance_id = ?1 AND s.mode = 'competing'
 		) ORDER BY seq LIMIT ?2`)
-	return err
+	return pr.err
 }
 
-func (rs *readStmts) close() {
-	for _, s := range []*sql.Stmt{rs.instance, rs.history, rs.mailbox} {
-		if s != nil {
-			s.Close()
-		}
-	}
-}
+func (rs *readStmts) close() { closeStmts(rs.instance, rs.history, rs.mailbox) }

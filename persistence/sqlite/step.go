@@ -35,16 +35,33 @@ type stmts struct {
 	rollbackTo     *sql.Stmt
 }
 
-func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
-	var err error
-	p := func(q string) *sql.Stmt {
-		if err != nil {
-			return nil
-		}
-		var s *sql.Stmt
-		s, err = db.PrepareContext(ctx, q)
-		return s
+// preparer prepares statements on db until the first error, which it keeps.
+type preparer struct {
+	ctx context.Context
+	db  *sql.DB
+	err error
+}
+
+func (p *preparer) prep(q string) *sql.Stmt {
+	if p.err != nil {
+		return nil
 	}
+	s, err := p.db.PrepareContext(p.ctx, q)
+	p.err = err
+	return s
+}
+
+func closeStmts(ss ...*sql.Stmt) {
+	for _, s := range ss {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	pr := &preparer{ctx: ctx, db: db}
+	p := pr.prep
 	st.insertInstance = p(`INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, run, history_len, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, 0, 0, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	st.updateInstance = p(`UPDATE instances SET
@@ -77,16 +94,13 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.dropMail = p(`DELETE FROM messages WHERE target = ?`)
 	st.release = p(`RELEASE step`)
 	st.rollbackTo = p(`ROLLBACK TO step`)
-	return err
+	return pr.err
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
-		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release, st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail} {
-		if s != nil {
-			s.Close()
-		}
-	}
+	closeStmts(st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
+		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail)
 }
 
 // Apply commits one step; concurrent calls share commits.
