@@ -23,63 +23,28 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io/fs"
 	"log"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/nornlabs/norn/actor"
-	"github.com/nornlabs/norn/persistence/storeurl"
+	"github.com/nornlabs/norn/examples/internal/demo"
 )
 
 func main() {
-	storeURL := flag.String("store", "sqlite://norn-data/channels.db", "store URL: sqlite://path or postgres://…")
-	fresh := flag.Bool("fresh", true, "delete the SQLite file first; -fresh=false resumes unfinished instances")
-	flag.Parse()
-	if err := run(*storeURL, *fresh); err != nil {
+	if err := run(); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(storeURL string, fresh bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	if fresh {
-		if err := removeSQLite(storeURL); err != nil {
-			return err
-		}
-	}
-	st, err := storeurl.Open(ctx, storeURL)
+func run() error {
+	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running these workflows.
+	node, err := demo.Start("channels", newsroom, reader, worker, pinger, ponger, picky)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-
-	sys, err := actor.Start(ctx, actor.Config{
-		Store:     st,
-		Workflows: actor.Register(newsroom, reader, worker, pinger, ponger, picky),
-		// Short leases: a re-run after kill -9 takes the instances back as
-		// soon as the dead run's leases expire (the default is 10s).
-		LeaseTTL: 2 * time.Second,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := sys.Stop(ctx); err != nil {
-			log.Print(err)
-		}
-	}()
+	defer node.Close()
+	ctx, sys := node.Ctx, node.Sys
 
 	for _, part := range []func(context.Context, *actor.System) error{broadcast, competing, direct, selective} {
 		if err := part(ctx, sys); err != nil {
@@ -199,24 +164,5 @@ func selective(ctx context.Context, sys *actor.System) error {
 		return err
 	}
 	fmt.Printf("  consumed in the order %q\n", order)
-	return nil
-}
-
-// removeSQLite deletes an SQLite store's files so that a run starts clean.
-// Other stores are left alone: with them a re-run reuses the instances of
-// earlier runs, as -fresh=false does.
-func removeSQLite(url string) error {
-	path, ok := strings.CutPrefix(url, "sqlite://")
-	if !ok && strings.Contains(url, "://") {
-		return nil
-	}
-	if !ok {
-		path = url
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
 	return nil
 }

@@ -17,65 +17,28 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io/fs"
 	"log"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/nornlabs/norn/actor"
-	"github.com/nornlabs/norn/persistence/storeurl"
+	"github.com/nornlabs/norn/examples/internal/demo"
 )
 
 func main() {
-	storeURL := flag.String("store", "sqlite://norn-data/orders.db", "store URL: sqlite://path or postgres://…")
-	fresh := flag.Bool("fresh", true, "delete the SQLite file first; -fresh=false resumes unfinished orders")
-	flag.Parse()
-	if err := run(*storeURL, *fresh); err != nil {
+	if err := run(); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(storeURL string, fresh bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	if fresh {
-		if err := removeSQLite(storeURL); err != nil {
-			return err
-		}
-	}
-	st, err := storeurl.Open(ctx, storeURL)
+func run() error {
+	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running orderFlow.
+	node, err := demo.Start("orders", orderFlow)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-
-	sys, err := actor.Start(ctx, actor.Config{
-		Store:     st,
-		Workflows: actor.Register(orderFlow),
-		// Short leases: a re-run after kill -9 takes the orders back as soon
-		// as the dead run's leases expire (the default is 10s).
-		LeaseTTL: 2 * time.Second,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := sys.Stop(ctx); err != nil {
-			log.Print(err)
-		}
-	}()
+	defer node.Close()
+	ctx, sys := node.Ctx, node.Sys
 
 	orders := []Order{
 		{N: 1, Item: "widget", Qty: 2, Cents: 1000},
@@ -84,8 +47,8 @@ func run(storeURL string, fresh bool) error {
 		{N: 4, Item: "doohickey", Qty: 1, Cents: 9900},
 		{N: 5, Item: "sprocket", Qty: 4, Cents: 375},
 	}
-	fmt.Printf("%d orders on %s; every 3rd card charge fails once and is retried\n", len(orders), storeURL)
-	if !fresh {
+	fmt.Printf("%d orders on %s; every 3rd card charge fails once and is retried\n", len(orders), node.StoreURL)
+	if !node.Fresh {
 		fmt.Println("resuming: orders already in the store carry on; recorded steps do not run again")
 	}
 	fmt.Println("steps, printed by the activities as they run:")
@@ -131,25 +94,6 @@ func run(storeURL string, fresh bool) error {
 	fmt.Printf("history of %s (sys.Inspect, status %s):\n", info.ID, info.Status)
 	for _, e := range info.History {
 		fmt.Printf("  %d %-9s %-7s %-9s %s\n", e.Seq, e.Kind, e.Name, e.Ref, clip(string(e.Payload), 40))
-	}
-	return nil
-}
-
-// removeSQLite deletes an SQLite store's files so that a run starts clean.
-// Other stores are left alone: with them a re-run reuses the instances of
-// earlier runs, as -fresh=false does.
-func removeSQLite(url string) error {
-	path, ok := strings.CutPrefix(url, "sqlite://")
-	if !ok && strings.Contains(url, "://") {
-		return nil
-	}
-	if !ok {
-		path = url
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
 	}
 	return nil
 }

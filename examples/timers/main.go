@@ -18,65 +18,29 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"io/fs"
 	"log"
-	"log/slog"
-	"os"
-	"os/signal"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nornlabs/norn/actor"
-	"github.com/nornlabs/norn/persistence/storeurl"
+	"github.com/nornlabs/norn/examples/internal/demo"
 )
 
 func main() {
-	storeURL := flag.String("store", "sqlite://norn-data/timers.db", "store URL: sqlite://path or postgres://…")
-	fresh := flag.Bool("fresh", true, "delete the SQLite file first; -fresh=false resumes unfinished reminders")
-	flag.Parse()
-	if err := run(*storeURL, *fresh); err != nil {
+	if err := run(); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(storeURL string, fresh bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	if fresh {
-		if err := removeSQLite(storeURL); err != nil {
-			return err
-		}
-	}
-	st, err := storeurl.Open(ctx, storeURL)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
+func run() error {
 	start = time.Now() // the timeline starts with the node
-	sys, err := actor.Start(ctx, actor.Config{
-		Store:     st,
-		Workflows: actor.Register(reminderFlow),
-		// Short leases: a re-run after kill -9 takes the reminders back as
-		// soon as the dead run's leases expire (the default is 10s).
-		LeaseTTL: 2 * time.Second,
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running reminderFlow.
+	node, err := demo.Start("timers", reminderFlow)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := sys.Stop(ctx); err != nil {
-			log.Print(err)
-		}
-	}()
+	defer node.Close()
+	ctx, sys := node.Ctx, node.Sys
 
 	usersCtx, stopUsers := context.WithCancel(ctx)
 	var users sync.WaitGroup
@@ -135,23 +99,4 @@ func simulateUsers(ctx context.Context, sys *actor.System, wg *sync.WaitGroup) {
 			})
 		}
 	}
-}
-
-// removeSQLite deletes an SQLite store's files so that a run starts clean.
-// Other stores are left alone: with them a re-run reuses the instances of
-// earlier runs, as -fresh=false does.
-func removeSQLite(url string) error {
-	path, ok := strings.CutPrefix(url, "sqlite://")
-	if !ok && strings.Contains(url, "://") {
-		return nil
-	}
-	if !ok {
-		path = url
-	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
 }

@@ -1,0 +1,102 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io/fs"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/storeurl"
+)
+
+// Node is a started Norn node and what it was started with.
+type Node struct {
+	Ctx      context.Context   // done at Ctrl-C or SIGTERM
+	Store    persistence.Store // the store named by -store
+	Sys      *actor.System     // the node, running the workflows given to Start
+	StoreURL string            // the -store flag
+	Fresh    bool              // the -fresh flag: false when resuming an earlier run
+
+	stopSignals context.CancelFunc
+}
+
+// Start parses the command line (-store and -fresh), deletes the SQLite
+// store first if -fresh, opens the store and starts a node that runs the
+// workflows. name names the default store, sqlite://norn-data/NAME.db.
+// Call it once, from main, and defer Close.
+func Start(name string, workflows ...actor.Definition) (*Node, error) {
+	storeURL := flag.String("store", "sqlite://norn-data/"+name+".db", "store URL: sqlite://path or postgres://…")
+	fresh := flag.Bool("fresh", true, "delete the SQLite file first; -fresh=false resumes unfinished instances")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	n := &Node{Ctx: ctx, StoreURL: *storeURL, Fresh: *fresh, stopSignals: stop}
+	if n.Fresh {
+		if err := removeSQLite(n.StoreURL); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	st, err := storeurl.Open(ctx, n.StoreURL)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	n.Store = st
+
+	n.Sys, err = actor.Start(ctx, actor.Config{
+		Store:     st,
+		Workflows: actor.Register(workflows...),
+		// Short leases: a re-run after kill -9 takes the instances back as
+		// soon as the dead run's leases expire (the default is 10s).
+		LeaseTTL: 2 * time.Second,
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		st.Close()
+		stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close stops the node (giving its instances 5s to stop), closes the store
+// and stops listening for Ctrl-C. Unfinished instances stay in the store,
+// for a run with -fresh=false to resume.
+func (n *Node) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.Sys.Stop(ctx); err != nil {
+		log.Print(err)
+	}
+	n.Store.Close()
+	n.stopSignals()
+}
+
+// removeSQLite deletes an SQLite store's files so that a run starts clean.
+// Other stores are left alone: with them a re-run reuses the instances of
+// earlier runs, as -fresh=false does.
+func removeSQLite(url string) error {
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok && strings.Contains(url, "://") {
+		return nil
+	}
+	if !ok {
+		path = url
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
