@@ -359,6 +359,14 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 	}
 	a.final = a.inst
 	a.final.Status, a.final.Output, a.final.Error = status, out, msg
+	he := HookEvent{Kind: HookInstanceCompleted}
+	switch status {
+	case persistence.StatusFailed:
+		he = HookEvent{Kind: HookInstanceFailed, Err: errors.New(msg)}
+	case persistence.StatusCancelled:
+		he = HookEvent{Kind: HookInstanceCancelled, Err: errors.New(msg)}
+	}
+	a.hook(he)
 	a.final.LeaseOwner, a.final.HistoryLen, a.final.UpdatedAt = "", a.seq, time.Now()
 	if status == persistence.StatusFailed {
 		a.sys.log.Warn("instance failed", "instance", a.id, "workflow", a.def.Name(), "err", msg)
@@ -389,6 +397,7 @@ func (a *activation) crashed(reason string, infra bool) {
 		}
 	}
 	s.log.Warn("activation crashed; restarting from history", "instance", a.id, "in", delay, "reason", reason)
+	a.hook(HookEvent{Kind: HookInstanceRestarted, Err: errors.New(reason), Duration: delay})
 	_, _ = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: !infra, ReleaseLease: true})
 	s.wakeLater(a.id, delay)
 }
@@ -543,6 +552,7 @@ func (a *activation) passivate() bool {
 	s.mu.Unlock()
 	_, err := s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true})
 	if err == nil || errors.Is(err, persistence.ErrFenced) {
+		a.hook(HookEvent{Kind: HookInstancePassivated})
 		return true
 	}
 	s.log.Warn("passivation failed; staying active", "instance", a.id, "err", err)

@@ -138,6 +138,7 @@ func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In, st retry
 			}
 			return out, &supervisor.RetryExhaustedError{Attempts: n, Last: err}
 		}
+		a.hook(HookEvent{Kind: HookActivityRetried, Name: d.name, Ref: id, Attempt: n, Err: err, Duration: wait})
 		if wait >= a.sys.cfg.DurableBackoff {
 			r := retryRecord{timerRecord: timerRecord{Due: time.Now().Add(wait), Stored: true}, Attempt: n, Start: st.start,
 				Timer: "retry:" + id + ":" + strconv.Itoa(n), Error: err.Error()}
@@ -167,19 +168,23 @@ func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In, st retry
 func (d *ActivityDef[In, Out]) once(a *activation, id string, in In, attempt int) (out Out, err error) {
 	ctx, cancel := context.WithCancel(a.runCtx)
 	if d.timeout > 0 {
+		cancel()
 		ctx, cancel = context.WithTimeout(a.runCtx, d.timeout)
 	}
 	defer cancel()
 	a.mu.Lock()
 	a.actCancel = cancel
 	a.mu.Unlock()
+	a.hook(HookEvent{Kind: HookActivityStarted, Name: d.name, Ref: id, Attempt: attempt})
+	start := time.Now()
 	defer func() {
-		a.mu.Lock()
-		a.actCancel = nil
-		a.mu.Unlock()
 		if r := recover(); r != nil {
 			err = fmt.Errorf("activity %s panicked: %v", id, r)
 		}
+		a.mu.Lock()
+		a.actCancel = nil
+		a.mu.Unlock()
+		a.hook(HookEvent{Kind: HookActivityFinished, Name: d.name, Ref: id, Attempt: attempt, Err: err, Duration: time.Since(start)})
 	}()
 	ctx = context.WithValue(ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: id,
 		IdempotencyKey: a.id + "/" + id, Attempt: attempt})

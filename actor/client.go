@@ -58,6 +58,8 @@ func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, pa
 	inst := persistence.Instance{ID: id, Workflow: def.Name(), Status: persistence.StatusRunning, Input: input, Parent: parent,
 		LeaseOwner: s.cfg.NodeID, LeaseEpoch: 1, LeaseExpires: now.Add(s.cfg.LeaseTTL), HistoryLen: 1}
 	started := persistence.Event{Seq: 0, Kind: evStarted, Name: def.Name(), Payload: input, At: now}
+	// Apply even when an activation start is already under way for this ID:
+	// only the store can say whether the instance is durable.
 	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, History: []persistence.Event{started}})
 	if err != nil || res.Existing != nil || busy {
 		if !busy {
@@ -68,6 +70,7 @@ func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, pa
 		}
 		return PID(id), nil
 	}
+	s.hook(HookEvent{Kind: HookInstanceStarted, Instance: id, Workflow: def.Name()})
 	s.launch(newActivation(s, def, inst, []persistence.Event{started}))
 	return PID(id), nil
 }

@@ -107,6 +107,7 @@ func (a *activation) awaitTimer(id string, rec timerRecord) error {
 		}
 	}
 	a.record(persistence.Event{Kind: evTimerFired, Name: id})
+	a.hook(HookEvent{Kind: HookTimerFired, Name: id, Duration: time.Since(rec.Due)})
 	if rec.Stored && !a.dropPendingTimer(id) {
 		a.pending.FireTimers = append(a.pending.FireTimers, id)
 	}
@@ -214,6 +215,9 @@ func (a *activation) effect(e persistence.Event, add func(*persistence.Step)) er
 	add(&a.pending)
 	err := a.commit()
 	if err == nil {
+		if e.Kind == evSent || e.Kind == evPublished {
+			a.hook(HookEvent{Kind: HookMessageSent, Name: e.Name, Ref: e.Ref})
+		}
 		return nil
 	}
 	if !isUserError(err) {

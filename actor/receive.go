@@ -93,6 +93,7 @@ func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error
 					a.fail(err)
 				}
 			}
+			a.hook(HookEvent{Kind: HookMessageConsumed, Name: msg.Channel, Ref: msg.ID})
 			return decodeMessage[T](msg)
 		}
 		if spec.Timeout > 0 {

@@ -50,6 +50,9 @@ type Config struct {
 	DurableBackoff time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Hooks observes instances, activities, messages and timers. Default:
+	// SlogHooks on Logger at Debug level.
+	Hooks Hooks
 }
 
 // System is a running node. Create it with Start, end it with Stop.
@@ -116,6 +119,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Hooks == nil {
+		cfg.Hooks = SlogHooks{Logger: cfg.Logger, Level: slog.LevelDebug}
 	}
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID),
@@ -379,6 +385,7 @@ func (s *System) load(id string) (*activation, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	return newActivation(s, def, inst, hist), nil
 }
 
