@@ -51,7 +51,10 @@
 // exclusive advisory lock on the channel and publishing a shared one, so two
 // transactions cannot subscribe one channel in two modes. Sending to an
 // instance takes a shared advisory lock on it and ending an instance an
-// exclusive one, so no message lands in the mailbox of an ended instance.
+// exclusive one, and a broadcast locks the subscription rows it copies to,
+// so no message lands in the mailbox of an instance that ended meanwhile.
+// A batch takes all its advisory locks first, in one global order, and locks
+// instances in ID order, so batches do not deadlock one another.
 //
 // # Wake-ups
 //

@@ -746,3 +746,118 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	rec.wait(t, "a wake-up after the restart", func() bool { return rec.ids["a"] >= 1 })
 }
+
+// Everything at once, from two stores: spawns, sends, publishes, competing
+// consumption, subscriptions, timers, cancels, lease renewals and ends. No
+// step may fail other than as the rules say, and none may stall (a deadlock
+// between batches costs deadlock_timeout, one second, per victim).
+func TestMixedWorkloadAcrossStores(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	stores := []*postgres.Store{openURL(t, url, postgres.Options{}), openURL(t, url, postgres.Options{})}
+	const n, steps = 40, 25
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprint("w", i)
+	}
+	createMany(t, stores[0], ids)
+	var slowest atomic.Int64
+	timed := func(f func() error) error {
+		start := time.Now()
+		err := f()
+		if d := int64(time.Since(start)); d > slowest.Load() {
+			slowest.Store(d)
+		}
+		return err
+	}
+	stop := make(chan struct{})
+	var bgWG sync.WaitGroup
+	bgWG.Add(1)
+	go func() { // lease renewals and cancel requests
+		defer bgWG.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if err := timed(func() error { return stores[i%2].RenewLeases(bg, "n", time.Hour) }); err != nil {
+				t.Error(err)
+			}
+			err := timed(func() error { return stores[(i+1)%2].RequestCancel(bg, ids[i%n], "test") })
+			if err != nil && !errors.Is(err, persistence.ErrInstanceDone) {
+				t.Error(err)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, id, seq := stores[i%2], ids[i], int64(1)
+			apply := func(step persistence.Step, allowed ...error) {
+				step.Instance, step.Epoch = id, 1
+				step.History = []persistence.Event{{Seq: seq, Kind: "step"}}
+				err := timed(func() error { _, err := st.Apply(bg, step); return err })
+				if err == nil {
+					seq++
+					return
+				}
+				for _, a := range allowed {
+					if errors.Is(err, a) {
+						return
+					}
+				}
+				t.Errorf("%s step %d: %v", id, seq, err)
+			}
+			apply(persistence.Step{Subscribe: []persistence.Subscription{
+				{Channel: "news", Mode: persistence.Broadcast}, {Channel: "jobs", Mode: persistence.Competing}}})
+			for j := range steps {
+				other := ids[(i+j+1)%n]
+				switch j % 5 {
+				case 0:
+					apply(persistence.Step{Send: []persistence.NewMessage{{ID: fmt.Sprint(id, "-", j), Target: other}},
+						AddTimers: []persistence.Timer{{ID: fmt.Sprint("t", j), Due: time.Now()}}})
+				case 1:
+					apply(persistence.Step{Send: []persistence.NewMessage{{ID: fmt.Sprint(id, "-", j), Channel: "news"},
+						{ID: fmt.Sprint(id, "-", j, "j"), Channel: "jobs"}}})
+				case 2, 3:
+					ms, err := st.Mailbox(bg, id, 3)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(ms) > 0 {
+						apply(persistence.Step{Consume: []int64{ms[len(ms)-1].Seq}}, persistence.ErrMessageGone)
+					}
+				case 4:
+					apply(persistence.Step{FireTimers: []string{fmt.Sprint("t", j-4)}, CancelTimers: []string{"nope"},
+						Create: nil})
+				}
+			}
+			apply(persistence.Step{Status: persistence.StatusCompleted, Output: []byte(`1`)})
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bgWG.Wait()
+	t.Logf("slowest call: %v", time.Duration(slowest.Load()))
+	if d := time.Duration(slowest.Load()); d > 5*time.Second {
+		t.Errorf("a call took %v", d)
+	}
+	var left int
+	if err := stores[0].Pool().QueryRow(bg, `SELECT count(*) FROM messages WHERE target IS NOT NULL`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		rows, _ := stores[0].Pool().Query(bg, `SELECT channel, count(*) FROM messages WHERE target IS NOT NULL GROUP BY channel`)
+		for rows.Next() {
+			var ch string
+			var c int
+			rows.Scan(&ch, &c)
+			t.Logf("channel %q: %d", ch, c)
+		}
+		rows.Close()
+		t.Errorf("%d messages left in mailboxes of ended instances", left)
+	}
+}

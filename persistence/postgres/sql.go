@@ -45,8 +45,7 @@ const (
 	sqlResetHistory   = "norn_reset_history"
 	sqlConsume        = "norn_consume"
 	sqlConsumeNowait  = "norn_consume_nowait"
-	sqlLock           = "norn_lock"
-	sqlLockShared     = "norn_lock_shared"
+	sqlLocks          = "norn_locks"
 	sqlSubscribeCheck = "norn_subscribe_check"
 	sqlSubscribe      = "norn_subscribe"
 	sqlUnsubscribe    = "norn_unsubscribe"
@@ -60,6 +59,7 @@ const (
 	sqlFireTimer      = "norn_fire_timer"
 	sqlAddTimer       = "norn_add_timer"
 	sqlEndInstance    = "norn_end_instance"
+	sqlDropMailbox    = "norn_drop_mailbox"
 	sqlFail           = "norn_fail"
 	sqlNotify         = "norn_notify"
 	sqlAsyncCommit    = "norn_async_commit"
@@ -131,10 +131,10 @@ var statements = map[string]string{
 	sqlConsumeNowait: `WITH d AS (DELETE FROM messages WHERE seq = (SELECT seq FROM messages WHERE seq = $1::bigint FOR UPDATE NOWAIT) RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkGone + `', '')`,
 
-	// Transaction-scoped advisory locks: $1 is the lock space (channels or
-	// instances, see lockSpace), $2 the name hashed into it.
-	sqlLock:       `SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text))`,
-	sqlLockShared: `SELECT pg_advisory_xact_lock_shared($1::integer, hashtext($2::text))`,
+	// A batch's transaction-scoped advisory locks, in the order given:
+	// $1 lock spaces, $2 keys, $3 exclusive (else shared).
+	sqlLocks: `SELECT CASE WHEN x THEN pg_advisory_xact_lock(s, k)::text ELSE pg_advisory_xact_lock_shared(s, k)::text END
+		FROM unnest($1::integer[], $2::integer[], $3::boolean[]) AS l(s, k, x)`,
 
 	// $1 channel, $2 subscribing instance, $3 requested mode.
 	sqlSubscribeCheck: `SELECT norn_check(m IS NULL, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
@@ -159,14 +159,19 @@ var statements = map[string]string{
 		FROM subscriptions WHERE channel = $1::text ORDER BY instance_id`,
 	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
 	// at. A copy per broadcast subscriber; otherwise (competing, or nobody
-	// subscribed yet) one message in the channel's queue.
-	sqlPublish: `WITH copies AS (
-		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-		SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint
-		FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast' ORDER BY instance_id)
+	// subscribed yet) one message in the channel's queue. The subscription
+	// rows are locked (KEY SHARE, in ID order) against a subscriber that
+	// unsubscribes or ends meanwhile: its step waits for this one, then
+	// drops the copy with its mailbox; or this one waits for it and skips it.
+	sqlPublish: `WITH subs AS (
+			SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text ORDER BY instance_id FOR KEY SHARE),
+		copies AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
+			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint
+			FROM subs WHERE mode = 'broadcast' ORDER BY instance_id)
 		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
 		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint
-		WHERE NOT EXISTS (SELECT 1 FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast')`,
+		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')`,
 	// Same arguments as sqlPublish, for a message with no channel.
 	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
 		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint)`,
@@ -176,9 +181,12 @@ var statements = map[string]string{
 		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkTimer + `', '')`,
 	sqlAddTimer: `INSERT INTO timers (instance_id, timer_id, due) VALUES ($1::text, $2::text, $3::bigint)
 		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`,
-	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text),
-		t AS (DELETE FROM timers WHERE instance_id = $1::text)
-		DELETE FROM messages WHERE target = $1::text`,
+	// Ending an instance: two statements, so that the second (its own
+	// snapshot) sees the broadcast copies of publishers that the first
+	// waited for.
+	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text)
+		DELETE FROM timers WHERE instance_id = $1::text`,
+	sqlDropMailbox: `DELETE FROM messages WHERE target = $1::text`,
 	sqlFail:        `SELECT norn_check(false, '` + checkInvalid + `', '')`,
 	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
 	sqlAsyncCommit: `SET LOCAL synchronous_commit = off`,

@@ -35,8 +35,20 @@ func (s *Store) compile(r *writeReq) []op {
 		add(op{label: "validate step", name: sqlFail, check: func(*pgconn.PgError) (error, *op) { return err, nil }})
 		return ops
 	}
-	lock := func(name string, space int32, key string) {
-		add(op{label: "lock", name: name, args: []any{space, key}})
+	lock := func(exclusive bool, space int32, name string) {
+		k := lockKey{space, lockHash(name)}
+		if space == s.instLocks {
+			// Instances share a bounded set of locks, so that a step
+			// sending to thousands of them does not fill PostgreSQL's lock
+			// table; an instance ending blocks sends to its bucket-mates
+			// for a moment, which is rare and harmless.
+			k.key = int32(uint32(k.key) % instLockBuckets)
+		}
+		r.locks[k] = r.locks[k] || exclusive
+	}
+	clear(r.locks)
+	if r.locks == nil {
+		r.locks = map[lockKey]bool{}
 	}
 
 	id, epoch := step.Instance, step.Epoch
@@ -106,9 +118,10 @@ func (s *Store) compile(r *writeReq) []op {
 		if !sub.Mode.Valid() {
 			return invalid(fmt.Errorf("%w: unknown channel mode %q", persistence.ErrInvalidRecord, sub.Mode))
 		}
-		// The channel lock makes the mode check and the insert one atomic
-		// act across transactions; publishing takes it shared.
-		lock(sqlLock, s.chanLocks, sub.Channel)
+		// The channel lock (taken at the start of the batch, see
+		// batchLocks) makes the mode check and the insert one atomic act
+		// across transactions; publishing takes it shared.
+		lock(true, s.chanLocks, sub.Channel)
 		add(op{label: "subscribe", name: sqlSubscribeCheck, args: []any{sub.Channel, id, string(sub.Mode)},
 			check: modeConflict(sub.Channel, sub.Mode)})
 		add(op{label: "subscribe", name: sqlSubscribe, args: []any{id, sub.Channel, string(sub.Mode)}})
@@ -130,13 +143,13 @@ func (s *Store) compile(r *writeReq) []op {
 		}
 		if m.Target != "" {
 			if m.Channel != "" {
-				lock(sqlLockShared, s.chanLocks, m.Channel)
+				lock(false, s.chanLocks, m.Channel)
 				add(op{label: "send", name: sqlDirectCheck, args: []any{m.Channel}, check: modeConflict(m.Channel, persistence.Direct)})
 			}
 			// Shared, against the exclusive lock a step ending the target
 			// takes: the message either lands before the target's mailbox
 			// is dropped (and is dropped with it) or sees the target ended.
-			lock(sqlLockShared, s.instLocks, m.Target)
+			lock(false, s.instLocks, m.Target)
 			if m.MustDeliver {
 				target := m.Target
 				add(op{label: "send", name: sqlTargetCheck, args: []any{target},
@@ -163,7 +176,7 @@ func (s *Store) compile(r *writeReq) []op {
 			add(op{label: "publish", name: sqlQueue, args: args})
 			continue
 		}
-		lock(sqlLockShared, s.chanLocks, m.Channel)
+		lock(false, s.chanLocks, m.Channel)
 		add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
 			read: func(br pgx.BatchResults) error {
 				rows, _ := br.Query()
@@ -200,8 +213,9 @@ func (s *Store) compile(r *writeReq) []op {
 		add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano()}})
 	}
 	if step.Status.Terminal() {
-		lock(sqlLock, s.instLocks, id)
+		lock(true, s.instLocks, id)
 		add(op{label: "release ended instance", name: sqlEndInstance, args: []any{id}})
+		add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{id}})
 	}
 	return ops
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -25,17 +26,69 @@ type writeReq struct {
 	done    chan struct{}
 	attempt int
 
-	ops   []op // the step compiled for the current attempt
-	retry bool // the step lost a conflict and is worth another attempt
+	ops   []op             // the step compiled for the current attempt
+	locks map[lockKey]bool // advisory locks it needs: exclusive or shared
+	retry bool             // the step lost a conflict and is worth another attempt
+}
+
+// instLockBuckets is how many advisory locks instances share (see compile).
+const instLockBuckets = 1024
+
+// lockKey names a two-key advisory lock.
+type lockKey struct{ space, key int32 }
+
+// lockHash maps a channel or instance name to the second key of its
+// advisory lock.
+func lockHash(name string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int32(h.Sum32())
+}
+
+// batchLocks is the statement that takes every advisory lock the batch's
+// steps need, at the start of the transaction, in one global order (and
+// each in the strongest mode any step needs). Taken step by step, locks
+// would be held by early steps while later ones wait, and two batches could
+// wait for each other; PostgreSQL would find the deadlock only after
+// deadlock_timeout, for each step that hits one.
+func batchLocks(batch []*writeReq) (op, bool) {
+	all := map[lockKey]bool{}
+	for _, r := range batch {
+		if len(r.ops) == 0 {
+			continue
+		}
+		for k, x := range r.locks {
+			all[k] = all[k] || x
+		}
+	}
+	if len(all) == 0 {
+		return op{}, false
+	}
+	keys := make([]lockKey, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].space != keys[j].space {
+			return keys[i].space < keys[j].space
+		}
+		return keys[i].key < keys[j].key
+	})
+	spaces, ids, excl := make([]int32, len(keys)), make([]int32, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		spaces[i], ids[i], excl[i] = k.space, k.key, all[k]
+	}
+	return op{label: "take advisory locks", name: sqlLocks, args: []any{spaces, ids, excl}, batchLock: true}, true
 }
 
 // op is one statement of a pipelined batch.
 type op struct {
-	req    *writeReq // nil for transaction control
-	follow bool      // settles a failed step (see check)
-	label  string    // what the statement does, for error messages
-	name   string    // prepared statement
-	args   []any
+	req       *writeReq // nil for transaction control
+	follow    bool      // settles a failed step (see check)
+	batchLock bool      // takes the batch's advisory locks
+	label     string    // what the statement does, for error messages
+	name      string    // prepared statement
+	args      []any
 	// read consumes the statement's result; nil means Exec.
 	read func(br pgx.BatchResults) error
 	// check maps a norn_check failure of this statement to the step's
@@ -176,6 +229,9 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	}
 	ctl := func(name string) op { return op{label: name, name: name} }
 	pre := []op{ctl(sqlBegin)}
+	if l, ok := batchLocks(batch); ok {
+		pre = append(pre, l)
+	}
 	next := 0
 	if sql == 0 {
 		return // every step failed validation
@@ -227,6 +283,16 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 
 		var pe *pgconn.PgError
 		o := ops[failAt]
+		if o.batchLock && retryable(err) {
+			// Lost a conflict before any step ran: try them all again.
+			_, _ = conn.Exec(ctx, sqlRollback)
+			for _, r := range batch {
+				if r.err == nil {
+					r.retry, r.err = true, fmt.Errorf("postgres: %s: %w", o.label, err)
+				}
+			}
+			return
+		}
 		if o.req == nil || o.follow || !errors.As(err, &pe) {
 			// A connection failure, a timeout, or a failed COMMIT: the
 			// transaction is gone, and with it every step's work. (If the
