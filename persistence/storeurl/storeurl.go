@@ -2,6 +2,7 @@
 // benchmarks that let their user choose the store:
 //
 //	sqlite:///var/lib/norn/norn.db   (or sqlite://relative/path.db, or a bare file path)
+//	sqlite://norn.db?synchronous=normal   (trade power-loss durability for latency)
 //	postgres://user:pass@host:5432/db
 //
 //	st, err := storeurl.Open(ctx, "sqlite://norn-data/norn.db")
@@ -24,11 +25,24 @@ func Open(ctx context.Context, url string) (persistence.Store, error) {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return openPostgres(ctx, url)
 	case strings.HasPrefix(url, "sqlite://"):
-		path := strings.TrimPrefix(url, "sqlite://")
+		path, query, _ := strings.Cut(strings.TrimPrefix(url, "sqlite://"), "?")
 		if path == "" {
 			return nil, fmt.Errorf("storeurl: %q has no file path", url)
 		}
-		return sqlite.Open(ctx, path, sqlite.Options{})
+		var opts sqlite.Options
+		for _, kv := range strings.Split(query, "&") {
+			if kv == "" {
+				continue
+			}
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "synchronous":
+				opts.Synchronous = sqlite.Synchronous(strings.ToUpper(v))
+			default:
+				return nil, fmt.Errorf("storeurl: unknown sqlite option %q in %q (known: synchronous)", k, url)
+			}
+		}
+		return sqlite.Open(ctx, path, opts)
 	case strings.Contains(url, "://"):
 		return nil, fmt.Errorf("storeurl: unknown store scheme in %q (want sqlite:// or postgres://)", url)
 	case url == "":

@@ -21,10 +21,11 @@ func TestMain(m *testing.M) {
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	for _, u := range []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")} {
+	for _, u := range []string{"sqlite://" + filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db"),
+		"sqlite://" + filepath.Join(dir, "c.db") + "?synchronous=normal"} {
 		openAndList(t, u)
 	}
-	for _, bad := range []string{"", "mysql://x", "sqlite://"} {
+	for _, bad := range []string{"", "mysql://x", "sqlite://", "sqlite://x.db?fsync=no"} {
 		if _, err := storeurl.Open(ctx, bad); err == nil || !strings.Contains(err.Error(), "storeurl") {
 			t.Fatalf("Open(%q) = %v, want a storeurl error", bad, err)
 		}
