@@ -219,11 +219,12 @@ var statements = map[string]string{
 				WHERE s.instance_id = i.id AND s.mode = 'competing'))
 		ORDER BY updated_at LIMIT $2::bigint`,
 	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
-			SELECT seq, msg_id, channel, target, sender, payload, metadata, published_at FROM messages WHERE target = $1::text
+			(SELECT seq, msg_id, channel, target, sender, payload, metadata, published_at FROM messages WHERE target = $1::text
+				ORDER BY seq LIMIT $2::bigint)
 			UNION ALL
-			SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.payload, m.metadata, m.published_at
+			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.payload, m.metadata, m.published_at
 				FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = $1::text AND s.mode = 'competing'
+				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
 		) x ORDER BY seq LIMIT $2::bigint`,
 	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,
 	sqlChannelStats: `SELECT channel, MAX(mode), SUM(subs)::bigint, SUM(waiting)::bigint FROM (

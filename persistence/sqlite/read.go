@@ -243,11 +243,13 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 	p := pr.prep
 	rs.instance = p(instanceSelect + ` WHERE id = ?`)
 	rs.history = p(`SELECT seq, kind, name, ref, payload, error, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
+	// Each branch is limited on its own so that a long competing queue is
+	// not read whole to return its first rows.
 	rs.mailbox = p(`SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
-			SELECT * FROM messages WHERE target = ?1
+			SELECT * FROM (SELECT * FROM messages WHERE target = ?1 ORDER BY seq LIMIT ?2)
 			UNION ALL
-			SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = ?1 AND s.mode = 'competing'
+			SELECT * FROM (SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = ?1 AND s.mode = 'competing' ORDER BY m.seq LIMIT ?2)
 		) ORDER BY seq LIMIT ?2`)
 	return pr.err
 }
