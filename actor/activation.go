@@ -189,7 +189,7 @@ func (a *activation) run() {
 	finished := false
 	defer func() { a.sys.ended(a, finished) }()
 	defer a.runStop()
-	out, werr, oc, crash, infra := a.execute()
+	out, oc, crash, infra, werr := a.execute()
 	switch oc {
 	case outStopped:
 		return
@@ -221,7 +221,7 @@ func (a *activation) reason() string {
 
 // execute runs the workflow function, turning the control-flow panics back
 // into outcomes.
-func (a *activation) execute() (out []byte, werr error, oc outcome, crash string, infra bool) {
+func (a *activation) execute() (out []byte, oc outcome, crash string, infra bool, werr error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -252,7 +252,7 @@ func (a *activation) execute() (out []byte, werr error, oc outcome, crash string
 		if werr != nil && len(a.comps) > 0 {
 			a.compensate()
 		}
-		return out, werr, outDone, "", false
+		return out, outDone, "", false, werr
 	}
 }
 

@@ -146,7 +146,7 @@ func TestKill9MidFlight(t *testing.T) {
 	}
 	// Kill once some workflows have finished and the rest are mid-flight.
 	for finished := 0; finished < crashInstances/10; finished++ {
-		if line, err = lines.ReadString('\n'); err != nil {
+		if _, err = lines.ReadString('\n'); err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			t.Fatalf("child stopped early: %v", err)

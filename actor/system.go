@@ -205,7 +205,7 @@ func (s *System) Stop(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, a := range acts {
-		a.stop()
+		a.signal(sigStop)
 	}
 	done := make(chan struct{})
 	go func() {

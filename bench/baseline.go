@@ -52,10 +52,10 @@ func baselineRows(rows, rowsPer int) []historyRow {
 			id = "chain-" + hex.EncodeToString(b)
 		}
 		row := historyRow{instance: id, seq: int64(seq), at: now, payload: []byte(strconv.Itoa(i/rowsPer + seq))}
-		switch {
-		case seq == 0:
+		switch seq {
+		case 0:
 			row.kind, row.name = "started", "chain"
-		case seq == rowsPer-1:
+		case rowsPer - 1:
 			row.kind, row.name = "completed", "chain"
 		default:
 			row.kind, row.name, row.ref = "activity", "inc", "inc:"+strconv.Itoa(seq)

@@ -38,7 +38,7 @@ func runChain(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 
 	starts := make([]time.Time, n)
 	ends := make([]time.Time, n)

@@ -55,7 +55,7 @@ func runFanout(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 	channel := "news-" + runID()
 	wctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()

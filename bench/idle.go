@@ -54,7 +54,7 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 	channel := "wake-" + runID()
 	base := runtime.NumGoroutine()
 	smp := startSampler(50 * time.Millisecond)

@@ -78,7 +78,7 @@ func runPingPong(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 	actx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 

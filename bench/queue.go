@@ -61,7 +61,7 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 	channel := "jobs-" + runID()
 	wctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()

@@ -64,7 +64,7 @@ func runTimers(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	durs := make([]time.Duration, k)
@@ -144,7 +144,7 @@ func pendingTimers(ctx context.Context, r *runner, metrics map[string]float64) (
 	if err != nil {
 		return "", err
 	}
-	defer nd.Close()
+	defer func() { _ = nd.Close() }()
 	base := runtime.NumGoroutine()
 	smp := startSampler(50 * time.Millisecond)
 

@@ -345,7 +345,7 @@ func startServer(tb testing.TB) (srv *server, skip string, err error) {
 		runAs:   runAs,
 	}
 	fail := func(err error) (*server, string, error) {
-		srv.stop("immediate")
+		_ = srv.stop("immediate")
 		os.RemoveAll(baseDir)
 		return nil, "", err
 	}
