@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
 //go:embed migrations/*.sql
@@ -407,16 +408,6 @@ func retryable(err error) bool {
 	return false
 }
 
-func ns(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
+func ns(t time.Time) int64 { return rowcodec.NS(t) }
 
-func fromNS(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, v)
-}
+func fromNS(v int64) time.Time { return rowcodec.FromNS(v) }

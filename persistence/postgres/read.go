@@ -11,18 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
-
-func scanInstance(row pgx.Row) (persistence.Instance, error) {
-	var in persistence.Instance
-	var status string
-	var expires, created, updated int64
-	err := row.Scan(&in.ID, &in.Workflow, &status, &in.Input, &in.Output, &in.Error, &in.Parent, &in.LeaseOwner, &in.LeaseEpoch,
-		&expires, &in.CancelReason, &in.Restarts, &in.Run, &in.HistoryLen, &created, &updated)
-	in.Status = persistence.Status(status)
-	in.LeaseExpires, in.CreatedAt, in.UpdatedAt = fromNS(expires), fromNS(created), fromNS(updated)
-	return in, err
-}
 
 // Instance reads one instance.
 func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
@@ -172,3 +162,5 @@ func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]p
 	}
 	return out, nil
 }
+
+func scanInstance(row pgx.Row) (persistence.Instance, error) { return rowcodec.ScanInstance(row) }

@@ -9,10 +9,11 @@ package postgres
 // NR001 (through norn_check, see the migrations) when their condition fails,
 // which aborts the rest of a pipelined batch at that step.
 
+import "github.com/nornlabs/norn/persistence/internal/rowcodec"
+
 const terminalSQL = `('completed', 'failed', 'cancelled')`
 
-const instanceCols = `id, workflow, status, input, output, error, parent, COALESCE(lease_owner, ''), lease_epoch, lease_expires,
-	cancel_reason, restarts, run, history_len, created_at, updated_at`
+const instanceCols = rowcodec.InstanceColumns
 
 // checkCode is the SQLSTATE norn_check raises.
 const checkCode = "NR001"

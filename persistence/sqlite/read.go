@@ -10,23 +10,10 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
-const instanceSelect = `SELECT id, workflow, status, input, output, error, parent, COALESCE(lease_owner, ''), lease_epoch, lease_expires,
-	cancel_reason, restarts, run, history_len, created_at, updated_at FROM instances`
-
-type scanner interface{ Scan(dest ...any) error }
-
-func scanInstance(row scanner) (persistence.Instance, error) {
-	var in persistence.Instance
-	var status string
-	var expires, created, updated int64
-	err := row.Scan(&in.ID, &in.Workflow, &status, &in.Input, &in.Output, &in.Error, &in.Parent, &in.LeaseOwner, &in.LeaseEpoch,
-		&expires, &in.CancelReason, &in.Restarts, &in.Run, &in.HistoryLen, &created, &updated)
-	in.Status = persistence.Status(status)
-	in.LeaseExpires, in.CreatedAt, in.UpdatedAt = fromNS(expires), fromNS(created), fromNS(updated)
-	return in, err
-}
+const instanceSelect = `SELECT ` + rowcodec.InstanceColumns + ` FROM instances`
 
 // Instance reads one instance.
 func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
@@ -255,3 +242,5 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (rs *readStmts) close() { closeStmts(rs.instance, rs.history, rs.mailbox) }
+
+func scanInstance(row rowcodec.Scanner) (persistence.Instance, error) { return rowcodec.ScanInstance(row) }

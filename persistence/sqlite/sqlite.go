@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -376,16 +377,6 @@ func failsBeforeWriting(err error) bool {
 	return false
 }
 
-func ns(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
+func ns(t time.Time) int64 { return rowcodec.NS(t) }
 
-func fromNS(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, v)
-}
+func fromNS(v int64) time.Time { return rowcodec.FromNS(v) }
