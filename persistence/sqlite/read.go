@@ -243,4 +243,6 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (rs *readStmts) close() { closeStmts(rs.instance, rs.history, rs.mailbox) }
 
-func scanInstance(row rowcodec.Scanner) (persistence.Instance, error) { return rowcodec.ScanInstance(row) }
+func scanInstance(row rowcodec.Scanner) (persistence.Instance, error) {
+	return rowcodec.ScanInstance(row)
+}
