@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -12,6 +13,7 @@ import (
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
 
+	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
 )
@@ -40,6 +42,8 @@ const (
 	evSubscribed     = "subscribed"
 	evUnsubscribed   = "unsubscribed"
 	evCompensating   = "compensating"
+	evChild          = "child_spawned"
+	evLinkedExit     = "linked_exit"
 	evCompensation   = "compensation"
 	evCompleted      = "completed"
 	evFailed         = "failed"
@@ -90,7 +94,9 @@ type activation struct {
 	passivating bool
 	rewake      bool
 
-	comps []compensation // completed calls of compensable activities, in order
+	comps     []compensation // completed calls of compensable activities, in order
+	children  []string       // linked children spawned so far (replayed too)
+	trapExits bool           // a failed child's Down is a message, not our end
 
 	pid   *protoactor.PID
 	ctx   *Context
@@ -232,6 +238,8 @@ func (a *activation) execute() (out []byte, oc outcome, crash string, infra bool
 			oc = outStopped
 		case *NonDeterminismError:
 			oc, werr = outNonDeterminism, p
+		case *linkedExit:
+			oc, werr = outDone, p
 		case infraPanic:
 			oc, crash, infra = outCrash, "store: "+p.err.Error(), true
 		default:
@@ -349,8 +357,23 @@ func (a *activation) recur(input []byte) {
 func (a *activation) finish(status persistence.Status, out []byte, msg string) bool {
 	kind := map[persistence.Status]string{persistence.StatusCompleted: evCompleted,
 		persistence.StatusFailed: evFailed, persistence.StatusCancelled: evCancelled}[status]
+	// Linked children end with their parent. Asked before the end commits,
+	// so that a crash in between asks again on the next try.
+	for _, child := range a.children {
+		err := a.sys.Cancel(a.sys.ctx, PID(child), "parent "+a.id+" ended")
+		if err != nil && !errors.Is(err, persistence.ErrInstanceDone) && !errors.Is(err, persistence.ErrNotFound) {
+			a.crashed("store: "+err.Error(), true)
+			return false
+		}
+	}
 	a.record(persistence.Event{Kind: kind, Name: a.def.Name(), Payload: out, Error: msg})
 	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
+	if a.inst.Parent != "" {
+		// The parent learns of our end in the same transaction.
+		down, _ := json.Marshal(mailbox.Down{PID: PID(a.id), Status: string(status), Error: msg, Output: out})
+		a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
+			Target: a.inst.Parent, Sender: a.id, Payload: down})
+	}
 	if err := a.commit(); err != nil {
 		if !errors.Is(err, persistence.ErrFenced) && a.sys.ctx.Err() == nil {
 			a.crashed("store: "+err.Error(), true)

@@ -64,6 +64,11 @@ func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error
 		case e.Kind == evReceiveTimeout && e.Name == id:
 			a.pos++
 			return Received[T]{}, ErrTimeout
+		case e.Kind == evLinkedExit && e.Name == id:
+			a.pos++
+			var d mailbox.Down
+			_ = json.Unmarshal(e.Payload, &d)
+			panic(&linkedExit{child: string(d.PID), reason: d.Error})
 		default:
 			panic(&NonDeterminismError{Seq: e.Seq, Expected: e.Kind + " " + e.Name, Got: "receive " + id})
 		}
@@ -72,7 +77,7 @@ func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error
 		return Received[T]{}, ErrCancelled
 	}
 	for {
-		m, ok := a.scan(spec)
+		m, ok := a.scan(id, spec)
 		if ok {
 			mark := a.mark()
 			msg := mailbox.FromStored(m)
@@ -121,12 +126,13 @@ func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error
 
 // scan reads the mailbox page by growing page until a message matches or
 // the whole mailbox has been seen.
-func (a *activation) scan(spec mailbox.Spec) (persistence.Message, bool) {
+func (a *activation) scan(recvID string, spec mailbox.Spec) (persistence.Message, bool) {
 	for limit := mailboxPage; ; limit *= 8 {
 		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, limit)
 		if err != nil {
 			a.fail(err)
 		}
+		a.checkLinks(recvID, spec, msgs)
 		if m, ok := a.pick(spec, msgs); ok {
 			return m, true
 		}

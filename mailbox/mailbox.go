@@ -41,6 +41,7 @@ type Down struct {
 	PID    PID
 	Status string
 	Error  string
+	Output []byte // the result, JSON-encoded, when Status is completed
 }
 
 // DownChannel is the channel Down messages arrive on.

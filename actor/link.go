@@ -1,0 +1,108 @@
+package actor
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
+)
+
+// SpawnChild starts a linked child instance (its ID is derived from the
+// parent's, so the call is idempotent across replays). When the child ends,
+// a mailbox.Down arrives on mailbox.DownChannel; if the child fails and the
+// parent does not trap exits, the parent fails too (at its next Receive);
+// when the parent ends, its still-running children are cancelled.
+func SpawnChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], in In) (PID, error) {
+	a := ctx.a
+	call := a.nextID("child")
+	if e, ok := a.next(evChild, wf.Name()); ok {
+		a.children = append(a.children, e.Ref)
+		return PID(e.Ref), nil
+	}
+	def, ok := a.sys.defs[wf.Name()]
+	if !ok || def != Definition(wf) {
+		return "", fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, wf.Name())
+	}
+	input, err := encode(in)
+	if err != nil {
+		return "", err
+	}
+	if a.isCancelled() {
+		return "", ErrCancelled
+	}
+	a.flush()
+	id := a.id + "/" + call
+	if _, err := a.sys.spawn(a.sys.ctx, def, input, id, a.id); err != nil {
+		a.fail(err)
+	}
+	a.record(persistence.Event{Kind: evChild, Name: wf.Name(), Ref: id})
+	a.children = append(a.children, id)
+	return PID(id), nil
+}
+
+// AwaitChild waits for a child's end and returns its typed result.
+func AwaitChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], pid PID) (Out, error) {
+	var zero Out
+	m, err := Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel), mailbox.From(pid))
+	if err != nil {
+		return zero, err
+	}
+	switch persistence.Status(m.Value.Status) {
+	case persistence.StatusCompleted:
+		out, err := decode[Out](m.Value.Output)
+		if err != nil {
+			return zero, fmt.Errorf("norn: result of %s does not decode as %s: %w", pid, typeName[Out](), err)
+		}
+		return out, nil
+	case persistence.StatusCancelled:
+		return zero, fmt.Errorf("%w: %s", ErrCancelled, m.Value.Error)
+	default:
+		return zero, &WorkflowError{Instance: string(pid), Message: m.Value.Error}
+	}
+}
+
+// TrapExits turns a linked child's failure into an ordinary mailbox.Down
+// message instead of failing this instance.
+func (c *Context) TrapExits() { c.a.trapExits = true }
+
+// linkedExit ends a parent whose linked child failed.
+type linkedExit struct {
+	child, reason string
+}
+
+func (e *linkedExit) Error() string {
+	return fmt.Sprintf("linked child %s failed: %s", e.child, e.reason)
+}
+
+// checkLinks is called by Receive on the messages it scanned: a Down from a
+// failed child that the receive does not ask for ends this instance, unless
+// it traps exits. The exit is recorded under the receive's ID so that replay
+// ends the same way.
+func (a *activation) checkLinks(recvID string, spec mailbox.Spec, msgs []persistence.Message) {
+	if a.trapExits || len(a.children) == 0 {
+		return
+	}
+	for _, m := range msgs {
+		if m.Channel != mailbox.DownChannel || a.consumed[m.Seq] || spec.Matches(mailbox.FromStored(m)) {
+			continue
+		}
+		var d mailbox.Down
+		if json.Unmarshal(m.Payload, &d) != nil || persistence.Status(d.Status) != persistence.StatusFailed || !a.isChild(string(d.PID)) {
+			continue
+		}
+		a.record(persistence.Event{Kind: evLinkedExit, Name: recvID, Ref: m.ID, Payload: m.Payload})
+		a.pending.Consume = append(a.pending.Consume, m.Seq)
+		a.consumed[m.Seq] = true
+		panic(&linkedExit{child: string(d.PID), reason: d.Error})
+	}
+}
+
+func (a *activation) isChild(id string) bool {
+	for _, c := range a.children {
+		if c == id {
+			return true
+		}
+	}
+	return false
+}
