@@ -44,6 +44,9 @@ const (
 	evCompensating   = "compensating"
 	evChild          = "child_spawned"
 	evLinkedExit     = "linked_exit"
+	evMonitor        = "monitor"
+	evMonitorDown    = "monitor_down"
+	evCancelSent     = "cancel_sent"
 	evCompensation   = "compensation"
 	evCompleted      = "completed"
 	evFailed         = "failed"
@@ -368,9 +371,12 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 	}
 	a.record(persistence.Event{Kind: kind, Name: a.def.Name(), Payload: out, Error: msg})
 	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
+	// The parent and the monitors learn of our end in the same transaction
+	// (a monitor channel without subscribers drops the message).
+	down, _ := json.Marshal(mailbox.Down{PID: PID(a.id), Status: string(status), Error: msg, Output: out})
+	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.MonitorChannel(PID(a.id)),
+		Sender: a.id, Payload: down})
 	if a.inst.Parent != "" {
-		// The parent learns of our end in the same transaction.
-		down, _ := json.Marshal(mailbox.Down{PID: PID(a.id), Status: string(status), Error: msg, Output: out})
 		a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
 			Target: a.inst.Parent, Sender: a.id, Payload: down})
 	}

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nornlabs/norn/mailbox"
@@ -105,4 +106,95 @@ func (a *activation) isChild(id string) bool {
 		}
 	}
 	return false
+}
+
+// Monitor asks for a mailbox.Down (on mailbox.DownChannel) when the instance
+// pid ends — at once if it has already ended or does not exist (status
+// "noproc"). Exactly one Down arrives per Monitor call.
+func (c *Context) Monitor(pid PID) error {
+	a := c.a
+	ch := mailbox.MonitorChannel(pid)
+	if e, ok := a.next(evMonitor, string(pid)); ok {
+		if e.Error != "" || string(e.Payload) == "down" {
+			return recordedError(e.Error)
+		}
+		if _, ok := a.next(evMonitorDown, string(pid)); ok {
+			return nil
+		}
+		if a.pos < len(a.history) {
+			return nil // the first run checked and found the instance running
+		}
+	} else {
+		// Already over? Then no end will be broadcast: make the Down now.
+		if down, over := a.downIfEnded(pid, false); over {
+			a.record(persistence.Event{Kind: evMonitor, Name: string(pid), Payload: []byte("down")})
+			a.injectDown(down)
+			return nil
+		}
+		if err := a.effect(persistence.Event{Kind: evMonitor, Name: string(pid)}, func(p *persistence.Step) {
+			p.Subscribe = append(p.Subscribe, persistence.Subscription{Channel: ch, Mode: mailbox.Broadcast})
+		}); err != nil {
+			return err
+		}
+	}
+	// Subscribed. If the instance ended before the subscription committed,
+	// its end was broadcast to nobody: make the Down ourselves.
+	if down, over := a.downIfEnded(pid, true); over {
+		a.record(persistence.Event{Kind: evMonitorDown, Name: string(pid)})
+		a.injectDown(down)
+	}
+	return nil
+}
+
+// downIfEnded reads pid; if it has ended (or never existed) and, when
+// checkMail is set, its broadcast Down is not already in our mailbox, it
+// returns the Down to deliver.
+func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
+	inst, err := a.sys.store.Instance(a.sys.ctx, string(pid))
+	d := mailbox.Down{PID: pid, Status: "noproc"}
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+	case err != nil:
+		a.fail(err)
+	case !inst.Status.Terminal():
+		return nil, false
+	default:
+		d = mailbox.Down{PID: pid, Status: string(inst.Status), Error: inst.Error, Output: inst.Output}
+	}
+	if checkMail {
+		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, mailboxScanMax)
+		if err != nil {
+			a.fail(err)
+		}
+		for _, m := range msgs {
+			if m.Channel == mailbox.MonitorChannel(pid) {
+				return nil, false
+			}
+		}
+	}
+	b, _ := json.Marshal(d)
+	return b, true
+}
+
+func (a *activation) injectDown(down []byte) {
+	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
+		Target: a.id, Sender: a.id, Payload: down})
+	a.flush()
+}
+
+// Cancel asks another instance to end as cancelled (as System.Cancel does).
+func (c *Context) Cancel(pid PID, reason string) error {
+	a := c.a
+	if e, ok := a.next(evCancelSent, string(pid)); ok {
+		return recordedError(e.Error)
+	}
+	ev := persistence.Event{Kind: evCancelSent, Name: string(pid)}
+	if err := a.sys.Cancel(a.sys.ctx, pid, reason); err != nil {
+		if !isUserError(err) {
+			a.fail(err)
+		}
+		ev.Error = errorCode(err) + err.Error()
+	}
+	a.record(ev)
+	return recordedError(ev.Error)
 }

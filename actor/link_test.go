@@ -148,3 +148,53 @@ func TestLinkSurvivesRestart(t *testing.T) {
 		t.Fatalf("parent = %d, %v", got, err)
 	}
 }
+
+func TestMonitorAndCancel(t *testing.T) {
+	waiter := actor.Workflow("waiter", func(ctx *actor.Context, _ int) (int, error) {
+		m, err := actor.Receive[int](ctx)
+		return m.Value, err
+	})
+	watcher := actor.Workflow("watcher", func(ctx *actor.Context, target string) (string, error) {
+		out := ""
+		for _, pid := range []actor.PID{actor.PID(target), "no-such-instance"} {
+			if err := ctx.Monitor(pid); err != nil {
+				return "", err
+			}
+		}
+		if err := ctx.Cancel(actor.PID(target), "watcher says stop"); err != nil {
+			return "", err
+		}
+		for i := 0; i < 2; i++ {
+			m, err := actor.Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel))
+			if err != nil {
+				return "", err
+			}
+			out += string(m.Value.PID) + "=" + m.Value.Status + ";"
+		}
+		// Monitoring an ended instance still yields one Down.
+		if err := ctx.Monitor(actor.PID(target)); err != nil {
+			return "", err
+		}
+		m, err := actor.Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel))
+		if err != nil {
+			return "", err
+		}
+		return out + string(m.Value.PID) + "=" + m.Value.Status, nil
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(waiter, watcher)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	target, _ := actor.Spawn(ctx, sys, waiter, 0, actor.WithID("target"))
+	pid, _ := actor.Spawn(ctx, sys, watcher, string(target))
+	got, err := actor.Await(ctx, sys, watcher, pid)
+	want1 := "no-such-instance=noproc;target=cancelled;target=cancelled"
+	want2 := "target=cancelled;no-such-instance=noproc;target=cancelled"
+	if err != nil || (got != want1 && got != want2) {
+		t.Fatalf("watcher = %q, %v", got, err)
+	}
+	if info, _ := sys.Inspect(ctx, target); info.Status != persistence.StatusCancelled || info.Error != "watcher says stop" {
+		t.Fatalf("target = %+v", info.Instance)
+	}
+	if info, _ := sys.Inspect(ctx, pid); info.MailboxDepth != 0 {
+		t.Fatalf("watcher left %d messages", info.MailboxDepth)
+	}
+}

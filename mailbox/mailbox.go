@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"strings"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -44,8 +45,13 @@ type Down struct {
 	Output []byte // the result, JSON-encoded, when Status is completed
 }
 
-// DownChannel is the channel Down messages arrive on.
+// DownChannel is the channel Down messages arrive on, from linked children
+// and from monitored instances alike.
 const DownChannel = "$down"
+
+// MonitorChannel is the system channel on which an instance's end is
+// broadcast to its monitors; receivers see such messages on DownChannel.
+func MonitorChannel(pid PID) string { return DownChannel + ":" + string(pid) }
 
 // Filter narrows a selective receive.
 type Filter interface{ apply(*Spec) }
@@ -110,5 +116,9 @@ func (s Spec) Matches(m Message) bool {
 
 // FromStored converts a stored message.
 func FromStored(m persistence.Message) Message {
-	return Message{ID: m.ID, Channel: m.Channel, Sender: PID(m.Sender), Payload: m.Payload, Metadata: m.Metadata, PublishedAt: m.PublishedAt}
+	ch := m.Channel
+	if strings.HasPrefix(ch, DownChannel+":") {
+		ch = DownChannel
+	}
+	return Message{ID: m.ID, Channel: ch, Sender: PID(m.Sender), Payload: m.Payload, Metadata: m.Metadata, PublishedAt: m.PublishedAt}
 }

@@ -117,6 +117,11 @@ type Message struct {
 	PublishedAt time.Time
 }
 
+// SystemChannelPrefix starts the names of the runtime's own channels. A
+// message published on such a channel when it has no broadcast subscribers
+// is dropped instead of queued (nobody will ever compete for it).
+const SystemChannelPrefix = "$"
+
 // NewMessage is a message to add in a step.
 //
 // With Target set it goes to that instance's mailbox (send by PID, or direct

@@ -9,7 +9,10 @@ package postgres
 // NR001 (through norn_check, see the migrations) when their condition fails,
 // which aborts the rest of a pipelined batch at that step.
 
-import "github.com/nornlabs/norn/persistence/internal/rowcodec"
+import (
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
+)
 
 const terminalSQL = `('completed', 'failed', 'cancelled')`
 
@@ -172,7 +175,8 @@ var statements = map[string]string{
 			FROM subs WHERE mode = 'broadcast' ORDER BY instance_id)
 		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
 		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint
-		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')`,
+		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
+			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`,
 	// Same arguments as sqlPublish, for a message with no channel.
 	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
 		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint)`,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -368,6 +369,9 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 			return fmt.Errorf("sqlite: publish: %w", err)
 		}
 	default: // competing, or nobody subscribed yet: keep it in the channel's queue
+		if mode == "" && strings.HasPrefix(m.Channel, persistence.SystemChannelPrefix) {
+			break
+		}
 		if _, err := tx.Stmt(s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Payload, meta, at.UnixNano()); err != nil {
 			return fmt.Errorf("sqlite: publish: %w", err)
 		}

@@ -41,6 +41,7 @@ func Run(t *testing.T, open Factory) {
 		{"Broadcast", testBroadcast},
 		{"Competing", testCompeting},
 		{"ModeConflict", testModeConflict},
+		{"SystemChannels", testSystemChannels},
 		{"TerminalReleases", testTerminal},
 		{"Timers", testTimers},
 		{"Runnable", testRunnable},
@@ -365,6 +366,20 @@ func testModeConflict(t *testing.T, st persistence.Store) {
 	// Direct sends on a competing channel conflict too.
 	_, err = st.Apply(ctx(), persistence.Step{Send: []persistence.NewMessage{{ID: "d1", Channel: "c", Target: "b"}}})
 	wantErr(t, err, persistence.ErrChannelMode)
+}
+
+func testSystemChannels(t *testing.T, st persistence.Store) {
+	create(t, st, "w")
+	// Nobody listens: dropped, not queued.
+	apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "d0", Channel: "$down:x"}}})
+	if stats, _ := st.ChannelStats(ctx()); len(stats) != 0 {
+		t.Fatalf("a system-channel message without subscribers was kept: %+v", stats)
+	}
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "$down:x", Mode: persistence.Broadcast}}})
+	res := apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "d1", Channel: "$down:x"}}})
+	if ms := mailboxSeqs(t, st, "w"); len(ms) != 1 || ms[0].ID != "d1" || len(res.Woken) != 1 {
+		t.Fatalf("broadcast on a system channel: mailbox %+v, woken %v", ms, res.Woken)
+	}
 }
 
 func testTerminal(t *testing.T, st persistence.Store) {
