@@ -205,7 +205,7 @@ func (a *activation) run() {
 	case outNonDeterminism:
 		finished = a.finish(persistence.StatusFailed, nil, werr.Error())
 	case outCrash:
-		a.crashed(crash, infra)
+		finished = a.crashed(crash, infra)
 	case outDone:
 		switch {
 		case werr == nil:
@@ -408,10 +408,12 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 // budget; past it, the instance fails. A store failure (store down, lost
 // connection) is not the workflow's fault: it is retried until the store
 // answers again, whatever the budget.
-func (a *activation) crashed(reason string, infra bool) {
+//
+// It reports whether the instance ended (budget exhausted, failure committed).
+func (a *activation) crashed(reason string, infra bool) bool {
 	s := a.sys
 	if s.ctx.Err() != nil {
-		return
+		return false
 	}
 	delay := storeRetryDelay()
 	if !infra {
@@ -421,14 +423,14 @@ func (a *activation) crashed(reason string, infra bool) {
 			a.seq -= int64(len(a.pending.History))
 			a.pending = persistence.Step{}
 			clear(a.consumed)
-			a.finish(persistence.StatusFailed, nil, "restart budget exhausted: "+reason)
-			return
+			return a.finish(persistence.StatusFailed, nil, "restart budget exhausted: "+reason)
 		}
 	}
 	s.log.Warn("activation crashed; restarting from history", "instance", a.id, "in", delay, "reason", reason)
 	a.hook(HookEvent{Kind: HookInstanceRestarted, Err: errors.New(reason), Duration: delay})
 	_, _ = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: !infra, ReleaseLease: true})
 	s.wakeLater(a.id, delay)
+	return false
 }
 
 // storeRetryDelay spaces attempts to reach a failing store.

@@ -128,7 +128,7 @@ func (c *Context) Monitor(pid PID) error {
 		// Already over? Then no end will be broadcast: make the Down now.
 		if down, over := a.downIfEnded(pid, false); over {
 			a.record(persistence.Event{Kind: evMonitor, Name: string(pid), Payload: []byte("down")})
-			a.injectDown(down)
+			a.injectDown(pid, down)
 			return nil
 		}
 		if err := a.effect(persistence.Event{Kind: evMonitor, Name: string(pid)}, func(p *persistence.Step) {
@@ -141,7 +141,7 @@ func (c *Context) Monitor(pid PID) error {
 	// its end was broadcast to nobody: make the Down ourselves.
 	if down, over := a.downIfEnded(pid, true); over {
 		a.record(persistence.Event{Kind: evMonitorDown, Name: string(pid)})
-		a.injectDown(down)
+		a.injectDown(pid, down)
 	}
 	return nil
 }
@@ -176,9 +176,11 @@ func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
 	return b, true
 }
 
-func (a *activation) injectDown(down []byte) {
+// injectDown delivers a Down to ourselves, sent in the name of pid as a
+// broadcast one would be, so that mailbox.From(pid) matches it.
+func (a *activation) injectDown(pid PID, down []byte) {
 	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
-		Target: a.id, Sender: a.id, Payload: down})
+		Target: a.id, Sender: string(pid), Payload: down})
 	a.flush()
 }
 

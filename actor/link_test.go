@@ -1,7 +1,9 @@
 package actor_test
 
 import (
+	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
 type linkDefs struct {
@@ -48,7 +51,8 @@ func newLinkDefs() *linkDefs {
 		if _, err := actor.SpawnChild(ctx, d.failing, 0); err != nil {
 			return "", err
 		}
-		_, err := actor.Receive[int](ctx, mailbox.OnChannel("never"))
+		// A catch-all receive must not swallow the failed child's Down.
+		_, err := actor.Receive[int](ctx)
 		return "survived", err
 	})
 	d.traps = actor.Workflow("traps", func(ctx *actor.Context, n int) (string, error) {
@@ -171,11 +175,11 @@ func TestMonitorAndCancel(t *testing.T) {
 			}
 			out += string(m.Value.PID) + "=" + m.Value.Status + ";"
 		}
-		// Monitoring an ended instance still yields one Down.
+		// Monitoring an ended instance still yields one Down, from it.
 		if err := ctx.Monitor(actor.PID(target)); err != nil {
 			return "", err
 		}
-		m, err := actor.Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel))
+		m, err := actor.Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel), mailbox.From(actor.PID(target)))
 		if err != nil {
 			return "", err
 		}
@@ -196,5 +200,88 @@ func TestMonitorAndCancel(t *testing.T) {
 	}
 	if info, _ := sys.Inspect(ctx, pid); info.MailboxDepth != 0 {
 		t.Fatalf("watcher left %d messages", info.MailboxDepth)
+	}
+}
+
+// Links and monitors across a kill -9: the child process spawns a parent
+// that awaits a linked child sleeping on a durable timer, and a watcher that
+// monitors the sleeper; it is killed while they wait. A new process finishes
+// them all: the parent gets the child's result, the watcher its Down.
+var (
+	napper = actor.Workflow("napper", func(ctx *actor.Context, n int) (int, error) {
+		if err := ctx.Sleep(1500 * time.Millisecond); err != nil {
+			return 0, err
+		}
+		return n * 2, nil
+	})
+	napParent = actor.Workflow("nap-parent", func(ctx *actor.Context, n int) (int, error) {
+		pid, err := actor.SpawnChild(ctx, napper, n)
+		if err != nil {
+			return 0, err
+		}
+		return actor.AwaitChild(ctx, napper, pid)
+	})
+	napWatcher = actor.Workflow("nap-watcher", func(ctx *actor.Context, target string) (string, error) {
+		if err := ctx.Monitor(actor.PID(target)); err != nil {
+			return "", err
+		}
+		m, err := actor.Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel))
+		if err != nil {
+			return "", err
+		}
+		return m.Value.Status + " " + string(m.Value.Output), nil
+	})
+)
+
+func init() { registerChildRole("links", linksChild) }
+
+func linksChild() int {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, os.Getenv("NORN_CHILD_DB"), sqlite.Options{})
+	if err != nil {
+		return childFail("open: %v", err)
+	}
+	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(napper, napParent, napWatcher),
+		NodeID: "links-child", LeaseTTL: time.Second, Logger: testutil.Logger()})
+	if err != nil {
+		return childFail("start: %v", err)
+	}
+	if _, err := actor.Spawn(ctx, sys, napParent, 21, actor.WithID("p")); err != nil {
+		return childFail("spawn: %v", err)
+	}
+	for { // the watcher must find the child running, or its Down comes at once
+		if _, err := st.Instance(ctx, "p/child:1"); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := actor.Spawn(ctx, sys, napWatcher, "p/child:1", actor.WithID("w")); err != nil {
+		return childFail("spawn: %v", err)
+	}
+	for {
+		subs, _ := st.Subscriptions(ctx, "w")
+		h, _ := st.History(ctx, "p/child:1", 0)
+		if len(subs) == 1 && countKind(h, "timer") == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	childSay("WAITING")
+	select {}
+}
+
+func TestLinksAndMonitorsSurviveKill9(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	c := startChild(t, "links", "NORN_CHILD_DB="+path)
+	c.waitLine(t, "WAITING", time.Minute)
+	c.kill9(t)
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(napper, napParent, napWatcher),
+		LeaseTTL: time.Second})
+	ctx := testutil.Ctx(t, 60*time.Second)
+	if got, err := actor.Await(ctx, sys, napParent, "p"); err != nil || got != 42 {
+		t.Fatalf("parent = %d, %v", got, err)
+	}
+	if got, err := actor.Await(ctx, sys, napWatcher, "w"); err != nil || got != "completed 42" {
+		t.Fatalf("watcher = %q, %v", got, err)
 	}
 }

@@ -98,9 +98,14 @@ func Match(fn func(Message) bool) Filter {
 // Timeout gives up after d with ErrTimeout (a durable timer: it survives restarts).
 func Timeout(d time.Duration) Filter { return filterFunc(func(s *Spec) { s.Timeout = d }) }
 
-// Matches reports whether m passes every filter.
+// Matches reports whether m passes every filter. Messages on the runtime's
+// own channels (DownChannel) match only a receive that names the channel, so
+// that a catch-all receive never swallows a Down.
 func (s Spec) Matches(m Message) bool {
 	if s.HasChannel && m.Channel != s.Channel {
+		return false
+	}
+	if !s.HasChannel && strings.HasPrefix(m.Channel, persistence.SystemChannelPrefix) {
 		return false
 	}
 	if s.HasFrom && m.Sender != s.From {

@@ -22,6 +22,10 @@ func TestSpecMatches(t *testing.T) {
 		{"all must hold", []Filter{OnChannel("pay"), Match(func(Message) bool { return false })}, false},
 		{"timeout is not a filter", []Filter{Timeout(time.Second)}, true},
 	}
+	down := Message{ID: "2", Channel: DownChannel}
+	if NewSpec().Matches(down) || NewSpec(From("")).Matches(down) || !NewSpec(OnChannel(DownChannel)).Matches(down) {
+		t.Fatal("a Down must match only a receive that names DownChannel")
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := NewSpec(tc.filters...).Matches(m); got != tc.want {
