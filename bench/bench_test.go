@@ -11,7 +11,8 @@ import (
 
 // TestWorkloads runs every workload at a tiny size on a temp SQLite file, so
 // that `go test ./...` notices when one stops running. It asserts counts
-// (nothing duplicated, lost or missing), never times.
+// (nothing duplicated, lost or missing; recur: the final run number), never
+// times.
 func TestWorkloads(t *testing.T) {
 	opts := options{
 		N: 20, M: 20, P: 3, Publishers: 2, S: 5, K: 20, Pending: 20,
@@ -55,6 +56,11 @@ func TestWorkloads(t *testing.T) {
 			case "idle":
 				if res.Metrics["waiting"] != 20 {
 					t.Errorf("idle: %v of 20 instances passivated", res.Metrics["waiting"])
+				}
+			case "recur":
+				if res.Metrics["run"] != 20 || res.Metrics["history_len"] > 3 {
+					t.Errorf("recur: final run %v with %v history events; want run 20, at most 3 events",
+						res.Metrics["run"], res.Metrics["history_len"])
 				}
 			}
 			results = append(results, res)
