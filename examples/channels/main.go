@@ -44,18 +44,7 @@ func run() error {
 		return err
 	}
 	defer node.Close()
-	ctx, sys := node.Ctx, node.Sys
-
-	for _, part := range []func(context.Context, *actor.System) error{broadcast, competing, direct, selective} {
-		if err := part(ctx, sys); err != nil {
-			if ctx.Err() != nil {
-				fmt.Println("interrupted: run again with -fresh=false to resume")
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
+	return node.RunParts(broadcast, competing, direct, selective)
 }
 
 // broadcast is part (a): every reader gets every headline.

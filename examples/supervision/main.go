@@ -54,19 +54,10 @@ func run() error {
 		return err
 	}
 	defer node.Close()
-	ctx, sys := node.Ctx, node.Sys
+
 	fmt.Printf("supervision on %s (runtime warnings go to stderr)\n", node.StoreURL)
 
-	for _, part := range []func(context.Context, *actor.System) error{restart, budget, links, monitor} {
-		if err := part(ctx, sys); err != nil {
-			if ctx.Err() != nil {
-				fmt.Println("interrupted: run again with -fresh=false to resume")
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
+	return node.RunParts(restart, budget, links, monitor)
 }
 
 // restart is part (a).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"log"
 	"log/slog"
@@ -80,6 +81,24 @@ func (n *Node) Close() {
 	}
 	n.Store.Close()
 	n.stopSignals()
+}
+
+// Part is one section of an example.
+type Part func(context.Context, *actor.System) error
+
+// RunParts runs the parts in order. An interruption (Ctrl-C) ends the run
+// quietly with a hint on resuming; any other error is returned.
+func (n *Node) RunParts(parts ...Part) error {
+	for _, part := range parts {
+		if err := part(n.Ctx, n.Sys); err != nil {
+			if n.Ctx.Err() != nil {
+				fmt.Println("interrupted: run again with -fresh=false to resume")
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // removeSQLite deletes an SQLite store's files so that a run starts clean.
