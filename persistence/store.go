@@ -88,10 +88,13 @@ type Instance struct {
 	LeaseExpires time.Time
 	CancelReason string // non-empty once a cancel was requested
 	Restarts     int64
-	Run          int64 // continue-as-new generation, 0 for the first run
-	HistoryLen   int64 // number of events in the current run's history
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// RecentRestarts are the times of the latest restarts, oldest first, as
+	// the last step that set RestartLog left them (the restart budget).
+	RecentRestarts []time.Time
+	Run            int64 // continue-as-new generation, 0 for the first run
+	HistoryLen     int64 // number of events in the current run's history
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Event is one entry of an instance's history.
@@ -102,7 +105,10 @@ type Event struct {
 	Ref     string // activity ID, message ID, timer ID …
 	Payload []byte
 	Error   string
-	At      time.Time
+	// Digest identifies the call's input (a hash), so that replay can tell a
+	// changed call from the recorded one. Empty where a call has no input.
+	Digest string
+	At     time.Time
 }
 
 // Message is one message waiting in some mailbox.
@@ -112,6 +118,7 @@ type Message struct {
 	Channel     string
 	Target      string // addressee; empty for a competing channel's queue
 	Sender      string
+	Type        string // the payload's type name, as the sender named it
 	Payload     []byte
 	Metadata    map[string]string
 	PublishedAt time.Time
@@ -133,9 +140,16 @@ type NewMessage struct {
 	Channel     string
 	Target      string
 	Sender      string
+	Type        string // the payload's type name
 	Payload     []byte
 	Metadata    map[string]string
 	PublishedAt time.Time
+	// Dedupe makes ID unique store-wide: if a message with this ID was
+	// already added with Dedupe (and its ID not yet pruned), this message is
+	// skipped and its ID listed in StepResult.Duplicates; the rest of the
+	// step still applies. Callers use it for caller-chosen IDs, so that a
+	// retried Send or Publish delivers once.
+	Dedupe bool
 	// MustDeliver makes the step fail with ErrNotFound or ErrInstanceDone if
 	// Target does not exist or has ended. Without it such a message is
 	// dropped, as mail to a dead process is.
@@ -197,6 +211,8 @@ type Step struct {
 	ResetHistory bool
 	// IncRestarts adds one to the restart counter.
 	IncRestarts bool
+	// RestartLog, when non-nil, replaces the instance's RecentRestarts.
+	RestartLog []time.Time
 }
 
 // StepResult is what a committed step changed beyond itself.
@@ -206,6 +222,9 @@ type StepResult struct {
 	// Woken lists the instances whose mailbox gained a message, so that
 	// their activations can be woken.
 	Woken []string
+	// Duplicates lists the IDs of Dedupe messages that were skipped because
+	// their ID had been used before.
+	Duplicates []string
 }
 
 // ListFilter selects instances for List.
@@ -263,6 +282,10 @@ type Store interface {
 	Subscriptions(ctx context.Context, id string) ([]Subscription, error)
 	// ChannelStats summarises every channel with subscribers or waiting messages.
 	ChannelStats(ctx context.Context) ([]ChannelStat, error)
+
+	// PruneMessageIDs forgets the IDs of Dedupe messages added before t, so
+	// that the table of used IDs stays bounded; it returns how many went.
+	PruneMessageIDs(ctx context.Context, before time.Time) (int, error)
 
 	// DueTimers lists timers due before t, earliest first.
 	DueTimers(ctx context.Context, before time.Time, limit int) ([]Timer, error)
