@@ -2,13 +2,11 @@ package actor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
-	"github.com/nornlabs/norn/supervisor"
 )
 
 // SpawnOption configures Spawn.
@@ -33,7 +31,7 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	for _, o := range opts {
 		o(&cfg)
 	}
-	input, err := encode(in)
+	input, err := sys.encode(in)
 	if err != nil {
 		return "", err
 	}
@@ -57,7 +55,7 @@ func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, pa
 	now := time.Now()
 	inst := persistence.Instance{ID: id, Workflow: def.Name(), Status: persistence.StatusRunning, Input: input, Parent: parent,
 		LeaseOwner: s.cfg.NodeID, LeaseEpoch: 1, LeaseExpires: now.Add(s.cfg.LeaseTTL), HistoryLen: 1}
-	started := persistence.Event{Seq: 0, Kind: evStarted, Name: def.Name(), Payload: input, At: now}
+	started := persistence.Event{Seq: 0, Kind: EventStarted, Name: def.Name(), Ref: s.codec.Name(), Payload: input, At: now}
 	// Apply even when an activation start is already under way for this ID:
 	// only the store can say whether the instance is durable.
 	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, History: []persistence.Event{started}})
@@ -80,7 +78,7 @@ func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, pa
 // restart or on another node.
 func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], pid PID) (Out, error) {
 	var zero Out
-	inst, err := sys.AwaitDone(ctx, pid)
+	inst, err := sys.awaitDone(ctx, pid)
 	if err != nil {
 		return zero, err
 	}
@@ -89,7 +87,7 @@ func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	}
 	switch inst.Status {
 	case persistence.StatusCompleted:
-		out, err := decode[Out](inst.Output)
+		out, err := decodeWith[Out](sys.codec, inst.Output)
 		if err != nil {
 			return zero, fmt.Errorf("norn: result of %s does not decode as %s: %w", pid, typeName[Out](), err)
 		}
@@ -97,7 +95,11 @@ func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	case persistence.StatusCancelled:
 		return zero, fmt.Errorf("%w: %s", ErrCancelled, inst.Error)
 	default:
-		return zero, &WorkflowError{Instance: string(pid), Message: inst.Error}
+		var cause error
+		if rec := parseErrorRecord(string(inst.Output)); rec != nil && len(inst.Output) > 0 {
+			cause = sys.rebuildError(rec)
+		}
+		return zero, &WorkflowError{Instance: string(pid), Message: inst.Error, cause: cause}
 	}
 }
 
@@ -106,7 +108,15 @@ func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 const awaitPoll = time.Second
 
 // AwaitDone blocks until the instance has ended and returns its record.
-func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, error) {
+func (s *System) AwaitDone(ctx context.Context, pid PID) (Instance, error) {
+	inst, err := s.awaitDone(ctx, pid)
+	if err != nil {
+		return Instance{}, err
+	}
+	return s.instance(inst), nil
+}
+
+func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, error) {
 	id := string(pid)
 	t := time.NewTimer(awaitPoll)
 	defer t.Stop()
@@ -134,41 +144,6 @@ func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 			return inst, ctx.Err()
 		}
 	}
-}
-
-// InstanceInfo is what Inspect reports.
-type InstanceInfo struct {
-	persistence.Instance
-	History       []persistence.Event
-	MailboxDepth  int
-	Subscriptions []persistence.Subscription
-	// Active reports an activation of the instance on this node.
-	Active bool
-}
-
-// Inspect reads an instance's state, history and mailbox.
-func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
-	id := string(pid)
-	inst, err := s.store.Instance(ctx, id)
-	if err != nil {
-		return InstanceInfo{}, err
-	}
-	info := InstanceInfo{Instance: inst}
-	if info.History, err = s.store.History(ctx, id, 0); err != nil {
-		return info, err
-	}
-	msgs, err := s.store.Mailbox(ctx, id, 0)
-	if err != nil {
-		return info, err
-	}
-	info.MailboxDepth = len(msgs)
-	if info.Subscriptions, err = s.store.Subscriptions(ctx, id); err != nil {
-		return info, err
-	}
-	s.mu.Lock()
-	_, info.Active = s.acts[id]
-	s.mu.Unlock()
-	return info, nil
 }
 
 // Cancel asks the instance to end as cancelled. The request is durable when
@@ -209,7 +184,7 @@ func (s *System) SendOn(ctx context.Context, channel string, pid PID, msg any) e
 }
 
 func (s *System) sendMessage(ctx context.Context, channel string, pid PID, msg any) error {
-	payload, err := encode(msg)
+	payload, err := s.encode(msg)
 	if err != nil {
 		return err
 	}
@@ -233,7 +208,7 @@ func (s *System) PublishWith(ctx context.Context, channel string, msg any, metad
 	if channel == "" {
 		return "", fmt.Errorf("%w: Publish needs a channel", ErrInvalidInput)
 	}
-	payload, err := encode(msg)
+	payload, err := s.encode(msg)
 	if err != nil {
 		return "", err
 	}
@@ -254,29 +229,3 @@ func (s *System) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, e
 
 // Subscribers is re-exported for callers that only import actor.
 type Mode = mailbox.Mode
-
-// restartDecision applies the workflow's restart budget to the instance's
-// recent restarts on this node.
-func (s *System) restartDecision(id string, def Definition) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.restarts == nil {
-		s.restarts = map[string][]time.Time{}
-	}
-	now := time.Now()
-	p := def.restartPolicy()
-	recent := s.restarts[id]
-	for len(recent) > 0 && now.Sub(recent[0]) > p.Period {
-		recent = recent[1:]
-	}
-	d, ok := p.Decide(recent, now)
-	if ok {
-		s.restarts[id] = append(recent, now)
-	} else {
-		delete(s.restarts, id)
-	}
-	return d, ok
-}
-
-var _ = errors.Is
-var _ = supervisor.DefaultRestart

@@ -48,6 +48,15 @@ type Config struct {
 	// durable timer (surviving restarts, holding no goroutine once
 	// passivated) instead of sleeping in memory. Default 5s.
 	DurableBackoff time.Duration
+	// Codec encodes inputs, results and messages. Default JSON; values that
+	// are proto.Message always use protobuf. It is recorded with each
+	// instance, and an instance written with another codec stops with an
+	// error instead of being misread.
+	Codec Codec
+	// Errors are the application errors that keep their identity through
+	// history (see Sentinel and ErrorType): a workflow, and Await, can match
+	// them with errors.Is / errors.As on the first run and after a restart.
+	Errors []ErrorDef
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
@@ -61,6 +70,7 @@ type System struct {
 	store  persistence.Store
 	defs   map[string]Definition
 	log    *slog.Logger
+	codec  Codec
 	actors *protoactor.ActorSystem
 	timers *timers.Service
 
@@ -76,7 +86,6 @@ type System struct {
 	waiters  map[string][]chan persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
-	restarts map[string][]time.Time
 }
 
 // Start validates cfg, recovers instances that were running, and starts the
@@ -120,11 +129,14 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Codec == nil {
+		cfg.Codec = JSON{}
+	}
 	if cfg.Hooks == nil {
 		cfg.Hooks = SlogHooks{Logger: cfg.Logger, Level: slog.LevelDebug}
 	}
 	s := &System{
-		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID),
+		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
 		acts: map[string]*activation{}, starting: map[string]bool{}, waiters: map[string][]chan persistence.Instance{},
 	}
 	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
@@ -513,3 +525,6 @@ func (sh *shell) Receive(c protoactor.Context) {
 		sh.a.deliver(sig)
 	}
 }
+
+// encode turns v into its stored form with the node's codec.
+func (s *System) encode(v any) ([]byte, error) { return encodeWith(s.codec, v) }
