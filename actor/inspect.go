@@ -59,6 +59,7 @@ type HistoryEvent struct {
 	Failure error
 	Digest  string // identifies the call's input
 	At      time.Time
+	raw     string // the failure as recorded
 }
 
 // Subscription is one channel an instance listens to.
@@ -96,7 +97,7 @@ func (s *System) instance(in persistence.Instance) Instance {
 }
 
 func (s *System) historyEvent(e persistence.Event) HistoryEvent {
-	h := HistoryEvent{Seq: e.Seq, Kind: e.Kind, Name: e.Name, Ref: e.Ref, Payload: e.Payload, Digest: e.Digest, At: e.At}
+	h := HistoryEvent{Seq: e.Seq, Kind: e.Kind, Name: e.Name, Ref: e.Ref, Payload: e.Payload, Digest: e.Digest, At: e.At, raw: e.Error}
 	if rec := parseErrorRecord(e.Error); rec != nil {
 		h.Failure = s.rebuildError(rec)
 		h.Error = oneLine(h.Failure.Error())
