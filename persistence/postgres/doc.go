@@ -6,7 +6,7 @@
 //	if err != nil { ... }
 //	defer st.Close()
 //
-//	// Wake-ups from other nodes (DESIGN invariant 8).
+//	// Wake-ups from other nodes, so that nobody polls the store.
 //	go st.Listen(ctx, func(ids []string) {
 //		if ids == nil { /* rescan: notifications may have been lost */ }
 //		for _, id := range ids { /* wake the activation of id */ }
