@@ -63,6 +63,14 @@ func TestConformanceOneWriter(t *testing.T) {
 	})
 }
 
+// Two stores on one database behave like two processes.
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (persistence.Store, persistence.Store) {
+		url := testutil.PostgresURL(t)
+		return openURL(t, url, postgres.Options{}), openURL(t, url, postgres.Options{})
+	})
+}
+
 func create(t testing.TB, st persistence.Store, id string) {
 	t.Helper()
 	_, err := st.Apply(bg, persistence.Step{
