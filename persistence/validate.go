@@ -205,3 +205,14 @@ func (s *Step) Validate() error {
 	}
 	return v.err
 }
+
+// Validate checks the filter's text fields as Step.Validate checks a step's.
+func (f *ListFilter) Validate() error {
+	var v validator
+	for i, st := range f.Status {
+		v.id("Status", i, "", string(st))
+	}
+	v.id("Workflow", -1, "", f.Workflow)
+	v.id("After", -1, "", f.After)
+	return v.err
+}

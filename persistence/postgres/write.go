@@ -240,7 +240,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	}
 	next := 0
 	if sql == 0 {
-		return // nothing to write: every message a known duplicate
+		return // nothing to write: empty steps, or only known duplicates to send
 	}
 	fatal := func(err error) {
 		// Nothing of this transaction commits. Steps whose failure is
@@ -256,7 +256,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		ops := append([]op(nil), pre...)
 		for _, r := range batch[next:] {
 			if len(r.ops) == 0 {
-				continue // failed validation before any SQL
+				continue // nothing to write
 			}
 			if multi {
 				ops = append(ops, ctl(sqlSavepoint))
@@ -327,7 +327,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 				next = i + 1
 			}
 		}
-		if r.err == errUsed {
+		if errors.Is(r.err, errUsed) {
 			// A Dedupe message was a duplicate (compile marked it): undo
 			// the step and apply it again without the message, in this
 			// transaction. Each round leaves out one more message, so this

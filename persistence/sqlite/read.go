@@ -58,7 +58,7 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 
 // List reads instances ordered by ID.
 func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persistence.Instance, error) {
-	if err := firstErr(persistence.ValidateID("Workflow", f.Workflow), persistence.ValidateID("After", f.After)); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	var where []string

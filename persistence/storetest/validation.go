@@ -125,6 +125,8 @@ func testValidation(t *testing.T, st persistence.Store) {
 	wantInvalid(t, "read subscriptions", err, "id")
 	_, err = st.List(ctx(), persistence.ListFilter{Workflow: nul})
 	wantInvalid(t, "list", err, "Workflow")
+	_, err = st.List(ctx(), persistence.ListFilter{Status: []persistence.Status{persistence.StatusRunning, persistence.Status(nul)}})
+	wantInvalid(t, "list", err, "Status[1]")
 
 	// Nothing of any of it was written.
 	in, err := st.Instance(ctx(), "a")
