@@ -188,7 +188,7 @@ func (s *System) sendMessage(ctx context.Context, channel string, pid PID, msg a
 	if err != nil {
 		return err
 	}
-	step := persistence.Step{Send: []persistence.NewMessage{{ID: newMessageID(), Channel: channel, Target: string(pid),
+	step := persistence.Step{Send: []persistence.NewMessage{{ID: newMessageID(), Channel: channel, Target: string(pid), Type: messageType(msg),
 		Payload: payload, MustDeliver: true}}}
 	res, err := s.store.Apply(ctx, step)
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *System) PublishWith(ctx context.Context, channel string, msg any, metad
 		return "", err
 	}
 	id := newMessageID()
-	step := persistence.Step{Send: []persistence.NewMessage{{ID: id, Channel: channel, Payload: payload, Metadata: metadata}}}
+	step := persistence.Step{Send: []persistence.NewMessage{{ID: id, Channel: channel, Type: messageType(msg), Payload: payload, Metadata: metadata}}}
 	res, err := s.store.Apply(ctx, step)
 	if err != nil {
 		return "", err
@@ -222,9 +222,25 @@ func (s *System) PublishWith(ctx context.Context, channel string, msg any, metad
 	return id, nil
 }
 
+// ChannelStat summarises one channel.
+type ChannelStat struct {
+	Channel     string
+	Mode        Mode // empty if the channel has no subscribers
+	Subscribers int
+	Waiting     int // messages not yet consumed (queue plus per-subscriber copies)
+}
+
 // ChannelStats reports, per channel, its mode, subscribers and waiting messages.
-func (s *System) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, error) {
-	return s.store.ChannelStats(ctx)
+func (s *System) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
+	st, err := s.store.ChannelStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ChannelStat, len(st))
+	for i, c := range st {
+		out[i] = ChannelStat{Channel: c.Channel, Mode: c.Mode, Subscribers: c.Subscribers, Waiting: c.Waiting}
+	}
+	return out, nil
 }
 
 // Subscribers is re-exported for callers that only import actor.

@@ -14,7 +14,6 @@ import (
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
-	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
@@ -676,7 +675,9 @@ func TestDecodeErrorRecorded(t *testing.T) {
 	sys := testutil.StartNode(t, cfg)
 	ctx := testutil.Ctx(t, 60*time.Second)
 	pid, _ := actor.Spawn(ctx, sys, wf, 0)
-	if err := sys.Send(ctx, pid, "not a number"); err != nil {
+	// Raw bytes carry no type name, so Receive[int] takes them and fails to
+	// decode (a typed message of another type would stay in the mailbox).
+	if err := sys.Send(ctx, pid, []byte(`"not a number"`)); err != nil {
 		t.Fatal(err)
 	}
 	waitHistory(t, sys, pid, "bad message consumed", func(h []actor.HistoryEvent) bool { return len(receivedRefs(h)) == 1 })
@@ -890,7 +891,7 @@ func waitSubscribed(t *testing.T, sys *actor.System, pid actor.PID, channel stri
 	})
 }
 
-func channelStat(t *testing.T, sys *actor.System, channel string) persistence.ChannelStat {
+func channelStat(t *testing.T, sys *actor.System, channel string) actor.ChannelStat {
 	t.Helper()
 	stats, err := sys.ChannelStats(context.Background())
 	if err != nil {
@@ -901,7 +902,7 @@ func channelStat(t *testing.T, sys *actor.System, channel string) persistence.Ch
 			return s
 		}
 	}
-	return persistence.ChannelStat{Channel: channel}
+	return actor.ChannelStat{Channel: channel}
 }
 
 func subsOf(subs []actor.Subscription) []string {

@@ -190,8 +190,6 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // NodeID is this node's name in leases.
 func (s *System) NodeID() string { return s.cfg.NodeID }
 
-// Store is the node's store.
-func (s *System) Store() persistence.Store { return s.store }
 
 func (s *System) goBG(fn func()) {
 	s.bg.Add(1)
