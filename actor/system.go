@@ -190,7 +190,6 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // NodeID is this node's name in leases.
 func (s *System) NodeID() string { return s.cfg.NodeID }
 
-
 func (s *System) goBG(fn func()) {
 	s.bg.Add(1)
 	go func() {
