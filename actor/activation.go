@@ -498,6 +498,7 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 		}
 	}
 	a.record(persistence.Event{Kind: kind, Name: a.def.Name(), Payload: out, Error: recJSON})
+	msg = cleanText(msg)
 	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
 	// The parent and the monitors learn of our end in the same transaction
 	// (a monitor channel without subscribers drops the message).

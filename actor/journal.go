@@ -2,6 +2,8 @@ package actor
 
 import (
 	"errors"
+	"strings"
+	"unicode/utf8"
 	"strconv"
 	"time"
 
@@ -145,6 +147,7 @@ func (a *activation) recordNow(e persistence.Event) persistence.Event {
 
 // record appends a new event to the pending step.
 func (a *activation) record(e persistence.Event) {
+	e.Error = cleanText(e.Error)
 	e.Seq = a.seq
 	if e.At.IsZero() {
 		e.At = time.Now()
@@ -515,4 +518,13 @@ func (a *activation) effect(e persistence.Event, add func(*persistence.Step)) pe
 // eventError is the error a recorded event carries, rebuilt.
 func (a *activation) eventError(e persistence.Event) error {
 	return a.sys.rebuildError(parseErrorRecord(e.Error))
+}
+
+// cleanText makes error text storable: valid UTF-8 without NUL bytes (an
+// error message can hold anything; the store takes only clean text).
+func cleanText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
