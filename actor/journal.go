@@ -2,10 +2,10 @@ package actor
 
 import (
 	"errors"
-	"strings"
-	"unicode/utf8"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
