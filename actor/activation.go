@@ -113,7 +113,7 @@ func (a *activation) reset(inst persistence.Instance, hist []persistence.Event) 
 	if base == nil {
 		base = context.Background()
 	}
-	a.runCtx, a.runStop = context.WithCancel(base)
+	a.newRun(base)
 	a.inst, a.epoch = inst, inst.LeaseEpoch
 	a.history, a.pos, a.seq, a.live = hist, 0, int64(len(hist)), false
 	a.pending = persistence.Step{}
@@ -160,8 +160,30 @@ func (a *activation) deliver(sig signal) {
 func (a *activation) stop() {
 	a.stopOne.Do(func() {
 		close(a.stopCh)
-		a.runStop()
+		a.stopRun()
 	})
+}
+
+// newRun starts a new context for activity attempts (a fresh execution).
+// Attempts of the previous one must have ended.
+func (a *activation) newRun(base context.Context) {
+	ctx, cancel := context.WithCancel(base)
+	a.mu.Lock()
+	a.runCtx, a.runStop = ctx, cancel
+	if a.stopped() {
+		cancel()
+	}
+	a.mu.Unlock()
+}
+
+// stopRun cancels the current execution's attempts.
+func (a *activation) stopRun() {
+	a.mu.Lock()
+	stop := a.runStop
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // cancelActivities cancels the contexts of running activity attempts.
@@ -197,7 +219,7 @@ const (
 func (a *activation) run() {
 	finished := false
 	defer func() { a.sys.ended(a, finished) }()
-	defer a.runStop()
+	defer func() { a.stopRun() }()
 	for {
 		out, oc, crash, infra, werr := a.execute()
 		a.endAttempts()
@@ -230,7 +252,7 @@ func (a *activation) run() {
 
 // endAttempts stops the activity attempts of an execution that ended.
 func (a *activation) endAttempts() {
-	a.runStop()
+	a.stopRun()
 	a.runners.Wait()
 	a.mu.Lock()
 	clear(a.actCtl)
@@ -453,7 +475,8 @@ func (a *activation) recur(input []byte) {
 	}
 	a.cancelActivities()
 	a.endAttempts()
-	a.runCtx, a.runStop = context.WithCancel(a.sys.ctx)
+	a.newRun(a.sys.ctx)
+	a.inflight = 0
 	step := a.pending
 	step.History = []persistence.Event{{Seq: 0, Kind: EventStarted, Name: a.def.Name(), Ref: a.sys.codec.Name(), Payload: input, At: time.Now()}}
 	step.ResetHistory = true

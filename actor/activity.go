@@ -184,7 +184,10 @@ func (a *activation) startAttempt(c *command) {
 		call.durable, call.timerID = false, ""
 	}
 	n := call.attempt + 1
-	ctx, cancel := context.WithCancel(a.runCtx)
+	a.mu.Lock()
+	runCtx := a.runCtx
+	a.mu.Unlock()
+	ctx, cancel := context.WithCancel(runCtx)
 	a.mu.Lock()
 	a.actCtl[c] = cancel
 	a.mu.Unlock()
@@ -196,7 +199,7 @@ func (a *activation) startAttempt(c *command) {
 		out, err := a.attempt(ctx, call, n)
 		select {
 		case a.inbox <- attemptResult{c: c, n: n, out: out, err: err}:
-		case <-a.runCtx.Done():
+		case <-runCtx.Done():
 		}
 	}()
 }
@@ -246,9 +249,6 @@ func (a *activation) attempt(ctx context.Context, call *activityCall, n int) (an
 			r = result{err: ctx.Err()}
 			a.hook(HookEvent{Kind: HookActivityAbandoned, Name: call.name, Ref: call.id, Attempt: n, Err: ctx.Err(), Duration: time.Since(start)})
 		}
-	}
-	if r.err == nil && ctx.Err() == context.DeadlineExceeded && call.timeout > 0 && time.Since(start) >= call.timeout {
-		r.err = context.DeadlineExceeded
 	}
 	if r.err != nil && call.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && isCtxErr(r.err) {
 		r.err = fmt.Errorf("%w after %v: %w", ErrActivityTimeout, call.timeout, r.err)

@@ -73,7 +73,7 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 func (s *System) replay(def Definition, hist []persistence.Event) error {
 	a := newActivation(s, def, persistence.Instance{ID: "replay", Workflow: def.Name()}, hist)
 	a.replayOnly = true
-	defer a.runStop()
+	defer a.stopRun()
 	out, oc, crash, _, werr := a.execute()
 	a.endAttempts()
 	switch oc {
