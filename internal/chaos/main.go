@@ -30,6 +30,7 @@ func run() int {
 		kills     = flag.Int("kills", 200, "kill -9s of a worker over the run")
 		workers   = flag.Int("workers", 0, "worker processes at once (0: 1 for SQLite, 2 for PostgreSQL)")
 		mode      = flag.String("mode", "both", "chain, queue or both")
+		lease     = flag.Duration("lease", 2*time.Second, "the workers' lease TTL (a worker restarted under a new node ID waits this long for a killed one's instances)")
 		timeout   = flag.Duration("timeout", 20*time.Minute, "deadline of each run (the checks come after it)")
 		seed      = flag.Uint64("seed", 0, "seed of the kill schedule (0: random, printed)")
 		dir       = flag.String("dir", "", "where to keep the side-effect log, worker logs and the temp SQLite file (default: a temp dir, removed if the run passes)")
@@ -72,7 +73,7 @@ func run() int {
 			return 2
 		}
 		results, err := chaosrun.Run(ctx, chaosrun.Config{Store: store, Workflows: *workflows, Consumers: *consumers,
-			Kills: *kills, Workers: *workers, Chain: chain, Queue: queue, Timeout: *timeout, Seed: *seed,
+			Kills: *kills, Workers: *workers, LeaseTTL: *lease, Chain: chain, Queue: queue, Timeout: *timeout, Seed: *seed,
 			WorkerCommand: []string{exe}, Dir: d, Logger: log})
 		if err != nil {
 			log.Error("chaos run failed", "err", err, "dir", d)

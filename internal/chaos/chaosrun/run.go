@@ -56,6 +56,10 @@ type Config struct {
 	Workers int
 	// Chain and Queue select the workloads (both may run together).
 	Chain, Queue bool
+	// LeaseTTL is the workers' actor.Config.LeaseTTL: how long the
+	// instances of a killed worker that restarts under a new node ID wait
+	// for a take-over. Default 2s.
+	LeaseTTL time.Duration
 	// Timeout bounds the run up to the checks (which get their own time).
 	Timeout time.Duration
 	// Seed makes the kill schedule repeatable. 0 picks one (see Result.Seed).
@@ -171,6 +175,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if cfg.Consumers <= 0 {
 		cfg.Consumers = 4
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = defaultLeaseTTL
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 20 * time.Minute
 	}
@@ -197,7 +204,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		r.storeURL = "sqlite://" + filepath.Join(cfg.Dir, "norn.db")
 	}
 	r.log = cfg.Logger.With("run", r.run, "store", storeLabel(cfg.Store))
-	r.log.Info("chaos run", "workflows", cfg.Workflows, "kills", cfg.Kills, "workers", cfg.Workers,
+	r.log.Info("chaos run", "workflows", cfg.Workflows, "kills", cfg.Kills, "workers", cfg.Workers, "lease", cfg.LeaseTTL,
 		"chain", cfg.Chain, "queue", cfg.Queue, "seed", cfg.Seed, "dir", cfg.Dir)
 
 	// The effect log exists before any worker, so that progress can follow it.
@@ -216,7 +223,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	// pushed out of the way so that it does not take (and at once give
 	// back) the leases of instances a killed worker left.
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	if r.sys, err = actor.Start(ctx, actor.Config{Store: r.st, NodeID: r.run + "-parent", LeaseTTL: workerLeaseTTL,
+	if r.sys, err = actor.Start(ctx, actor.Config{Store: r.st, NodeID: r.run + "-parent", LeaseTTL: cfg.LeaseTTL,
 		RecoveryInterval: 24 * time.Hour, Logger: quiet}); err != nil {
 		return nil, fmt.Errorf("chaosrun: start the parent's system: %w", err)
 	}
@@ -224,7 +231,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	stopSys := func() {
 		if !sysStopped {
 			sysStopped = true
-			sctx, cancel := context.WithTimeout(context.Background(), workerStopTimeout)
+			sctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 			defer cancel()
 			if err := r.sys.Stop(sctx); err != nil {
 				r.log.Warn("stopping the parent's system", "err", err)
@@ -634,7 +641,7 @@ func (r *runner) startWorker(s *slot) error {
 	}
 	cmd := exec.Command(r.cfg.WorkerCommand[0], r.cfg.WorkerCommand[1:]...)
 	cmd.Env = append(os.Environ(), roleEnv+"=worker", storeEnv+"="+r.storeURL, logEnv+"="+r.effects,
-		nodeEnv+"="+s.nodeID, runEnv+"="+r.run)
+		nodeEnv+"="+s.nodeID, runEnv+"="+r.run, leaseEnv+"="+r.cfg.LeaseTTL.String())
 	errf, err := os.OpenFile(r.workerLog(s.idx), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("chaosrun: worker log: %w", err)

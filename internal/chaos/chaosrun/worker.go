@@ -24,14 +24,16 @@ const (
 	logEnv   = "NORN_CHAOS_EFFECTS"
 	nodeEnv  = "NORN_CHAOS_NODE"
 	runEnv   = "NORN_CHAOS_RUN"
+	leaseEnv = "NORN_CHAOS_LEASE" // Config.LeaseTTL, as time.ParseDuration reads it
 )
 
-// Worker timings. A short lease makes the take-over of a killed worker's
-// instances quick; a short passivation matters on SQLite, where nothing
-// tells a worker about mail another process committed: a parked consumer
-// only sees it once it has passivated and the recovery scan finds it.
+// Worker timings. A short lease (Config.LeaseTTL) makes the take-over of a
+// killed worker's instances quick; a short passivation matters on SQLite,
+// where nothing tells a worker about mail another process committed: a
+// parked consumer only sees it once it has passivated and the recovery scan
+// finds it.
 const (
-	workerLeaseTTL       = time.Second
+	defaultLeaseTTL      = 2 * time.Second
 	workerPassivateAfter = 2 * time.Second
 	workerStopTimeout    = 30 * time.Second
 	// spawnConcurrency bounds the Spawn calls a worker has in flight.
@@ -68,6 +70,10 @@ func runWorker(log *slog.Logger) error {
 	if storeURL == "" || effectsPath == "" || node == "" || run == "" {
 		return fmt.Errorf("missing %s, %s, %s or %s", storeEnv, logEnv, nodeEnv, runEnv)
 	}
+	lease, err := time.ParseDuration(os.Getenv(leaseEnv))
+	if err != nil || lease <= 0 {
+		return fmt.Errorf("%s: want a positive duration: %q", leaseEnv, os.Getenv(leaseEnv))
+	}
 	log = log.With("node", node)
 	effects, err := openEffectLog(effectsPath)
 	if err != nil {
@@ -80,7 +86,7 @@ func runWorker(log *slog.Logger) error {
 	}
 	chain, consumer := workflows(effects)
 	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(chain, consumer), NodeID: node,
-		LeaseTTL: workerLeaseTTL, PassivateAfter: workerPassivateAfter, Logger: log})
+		LeaseTTL: lease, PassivateAfter: workerPassivateAfter, Logger: log})
 	if err != nil {
 		st.Close()
 		return fmt.Errorf("start system: %w", err)
