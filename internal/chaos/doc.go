@@ -23,9 +23,10 @@
 //
 // Kills are spread over the run by progress (the k-th comes once the
 // side-effect log has reached a random share of the expected executions);
-// half of the restarts keep the worker's node ID. When every workflow has
-// ended, or at -timeout, the workers are stopped cleanly and the command
-// prints one row per store and workload:
+// half of the restarts keep the worker's node ID, the others wait for the
+// killed worker's leases to expire (-lease, default 2s). When every
+// workflow has ended, or at -timeout, the workers are stopped cleanly and
+// the command prints one row per store and workload:
 //
 //	completed        chain workflows completed with the right result (each activity recorded once),
 //	                 messages received once and recorded

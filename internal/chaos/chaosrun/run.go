@@ -221,8 +221,10 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	defer r.st.Close()
 	// The parent's own node never runs a workflow; its recovery scan is
 	// pushed out of the way so that it does not take (and at once give
-	// back) the leases of instances a killed worker left.
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// back) the leases of instances a killed worker left. Wake-ups it
+	// still gets for such instances end in warnings about an unknown
+	// workflow, hence only its errors are logged.
+	quiet := slog.New(minLevel{Handler: r.log.Handler(), min: slog.LevelError})
 	if r.sys, err = actor.Start(ctx, actor.Config{Store: r.st, NodeID: r.run + "-parent", LeaseTTL: cfg.LeaseTTL,
 		RecoveryInterval: 24 * time.Hour, Logger: quiet}); err != nil {
 		return nil, fmt.Errorf("chaosrun: start the parent's system: %w", err)
@@ -290,7 +292,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	loopErr := r.loop(rctx)
 	elapsed := time.Since(start)
 	r.log.Info("chaos phase over", "elapsed", elapsed.Round(time.Millisecond), "kills", r.kills, "crashes", r.crashes,
-		"deadline", rctx.Err() != nil)
+		"spawn retries", r.nacks, "deadline", rctx.Err() != nil)
 	cancel() // stops the publisher if it is still going
 	pubWG.Wait()
 	if err := r.stopWorkers(); err != nil {
@@ -782,6 +784,24 @@ func (c *lineCounter) update() error {
 			return fmt.Errorf("chaosrun: read side-effect log: %w", err)
 		}
 	}
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 func isClosed(c chan struct{}) bool {
