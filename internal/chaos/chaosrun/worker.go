@@ -71,10 +71,12 @@ func runWorker(log *slog.Logger) error {
 		return fmt.Errorf("missing %s, %s, %s or %s", storeEnv, logEnv, nodeEnv, runEnv)
 	}
 	lease, err := time.ParseDuration(os.Getenv(leaseEnv))
-	if err != nil || lease <= 0 {
-		return fmt.Errorf("%s: want a positive duration: %q", leaseEnv, os.Getenv(leaseEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", leaseEnv, err)
 	}
-	log = log.With("node", node)
+	if lease <= 0 {
+		return fmt.Errorf("%s: want a positive duration, not %v", leaseEnv, lease)
+	}
 	effects, err := openEffectLog(effectsPath)
 	if err != nil {
 		return err
@@ -86,11 +88,12 @@ func runWorker(log *slog.Logger) error {
 	}
 	chain, consumer := workflows(effects)
 	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(chain, consumer), NodeID: node,
-		LeaseTTL: lease, PassivateAfter: workerPassivateAfter, Logger: log})
+		LeaseTTL: lease, PassivateAfter: workerPassivateAfter, Logger: log}) // the runtime adds node=
 	if err != nil {
 		st.Close()
 		return fmt.Errorf("start system: %w", err)
 	}
+	log = log.With("node", node)
 	out := &lineWriter{}
 	out.say("ready")
 
