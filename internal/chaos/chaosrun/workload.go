@@ -1,0 +1,135 @@
+package chaosrun
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/mailbox"
+)
+
+// Workflow and activity names. The checks find instances and events by
+// these strings in the store.
+const (
+	chainName    = "chaos-chain"
+	consumerName = "chaos-consumer"
+	stepName     = "step"
+	recordName   = "record"
+	chainSteps   = 3
+)
+
+// chainWant is what chain workflow i returns: every step maps n to 10n+1.
+func chainWant(i int) int { return i*1000 + 111 }
+
+// IDs carry the run's prefix, so that runs sharing one database (an
+// explicit SQLite file, a PostgreSQL database) never see each other.
+func chainID(run string, i int) string    { return fmt.Sprintf("%s-chain-%06d", run, i) }
+func consumerID(run string, j int) string { return fmt.Sprintf("%s-consumer-%02d", run, j) }
+func chainPrefix(run string) string       { return run + "-chain-" }
+func consumerPrefix(run string) string    { return run + "-consumer-" }
+func channelName(run string) string       { return "chaos-" + run + "-jobs" }
+
+// job is what the queue carries: published work, or (sent by PID once the
+// queue is drained) the order to end.
+type job struct {
+	N    int  `json:"n,omitempty"`
+	Stop bool `json:"stop,omitempty"`
+}
+
+// effectLog is the side-effect log every worker appends to: one line per
+// activity execution, "<idempotency key> <attempt> <payload>", as an
+// external system would see the calls. Each line is one write(2) on an
+// O_APPEND file, so lines from concurrent processes do not interleave, and a
+// kill -9 leaves either the whole line or nothing.
+type effectLog struct{ f *os.File }
+
+func openEffectLog(path string) (*effectLog, error) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open side-effect log: %w", err)
+	}
+	return &effectLog{f: f}, nil
+}
+
+func (l *effectLog) append(ctx context.Context, payload string) error {
+	info, ok := actor.Info(ctx)
+	if !ok {
+		return fmt.Errorf("side-effect log: called outside an activity")
+	}
+	// Pretend to call something remote first, so that kills land while
+	// activities are in flight, not only between them.
+	if err := work(ctx, info.IdempotencyKey); err != nil {
+		return err
+	}
+	line := info.IdempotencyKey + " " + strconv.Itoa(info.Attempt) + " " + payload + "\n"
+	if _, err := l.f.WriteString(line); err != nil {
+		return fmt.Errorf("side-effect log: %w", err)
+	}
+	return nil
+}
+
+// work takes 0.5–4 ms, the same for the same key.
+func work(ctx context.Context, key string) error {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	t := time.NewTimer(500*time.Microsecond + time.Duration(h.Sum32()%3500)*time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// workflows are the chaos workloads:
+//
+//   - chain: three "step" activities in sequence, each logging its call;
+//   - consumer: subscribes to a competing channel and records every message
+//     it receives with a "record" activity (which logs the message ID and
+//     returns it, so the history itself says which message each record
+//     recorded), until a job with Stop arrives by PID.
+func workflows(effects *effectLog) (*actor.WorkflowDef[int, int], *actor.WorkflowDef[string, int]) {
+	step := actor.Activity(stepName, func(ctx context.Context, n int) (int, error) {
+		if err := effects.append(ctx, strconv.Itoa(n)); err != nil {
+			return 0, err
+		}
+		return n*10 + 1, nil
+	})
+	chain := actor.Workflow(chainName, func(ctx *actor.Context, i int) (int, error) {
+		n := i
+		for range chainSteps {
+			var err error
+			if n, err = step.Run(ctx, n); err != nil {
+				return 0, err
+			}
+		}
+		return n, nil
+	})
+	record := actor.Activity(recordName, func(ctx context.Context, msgID string) (string, error) {
+		return msgID, effects.append(ctx, msgID)
+	})
+	consumer := actor.Workflow(consumerName, func(ctx *actor.Context, channel string) (int, error) {
+		if err := ctx.Subscribe(channel, mailbox.Competing); err != nil {
+			return 0, err
+		}
+		for n := 0; ; n++ {
+			// No filter: the channel's queue and mail by PID (the stop) both.
+			m, err := actor.Receive[job](ctx)
+			if err != nil {
+				return n, err
+			}
+			if m.Value.Stop {
+				return n, nil
+			}
+			if _, err := record.Run(ctx, m.ID); err != nil {
+				return n, err
+			}
+		}
+	})
+	return chain, consumer
+}

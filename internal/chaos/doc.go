@@ -1,0 +1,46 @@
+// Command chaos is Norn's kill -9 chaos run: worker processes run nodes on
+// one store while the command kills a random one with SIGKILL, again and
+// again, and starts it anew; afterwards it checks from the store alone that
+// nothing was lost, recorded twice or left behind.
+//
+//	go run ./internal/chaos                                   # 10,000 workflows, 200 kills, temp SQLite file
+//	go run ./internal/chaos -workflows 2000 -kills 50 -store sqlite,postgres://norn@localhost/chaos
+//	go run ./internal/chaos -mode queue -workers 3 -store postgres://norn@localhost/chaos -seed 42 -v
+//
+// Workers are the command itself, re-executed (no build step). Two
+// workloads, run together by default (-mode both):
+//
+//   - chain: -workflows instances of a workflow of three activities; every
+//     activity execution appends "<idempotency key> <attempt> <payload>" to a
+//     side-effect log shared by all workers. The spawns go through the
+//     workers and count once a worker has acknowledged them (an
+//     unacknowledged one is asked again, by ID, from a live worker).
+//   - queue: -consumers consumer instances on one competing channel; each
+//     receives in a loop and records every message with an activity that
+//     logs the message ID. The command publishes -workflows messages with
+//     System.Publish from a node of its own that runs no workflows; once the
+//     channel has drained, it sends each consumer a stop by PID.
+//
+// Kills are spread over the run by progress (the k-th comes once the
+// side-effect log has reached a random share of the expected executions);
+// half of the restarts keep the worker's node ID, the others wait for the
+// killed worker's leases to expire (-lease, default 2s). When every
+// workflow has ended, or at -timeout, the workers are stopped cleanly and
+// the command prints one row per store and workload:
+//
+//	completed        chain workflows completed with the right result (each activity recorded once),
+//	                 messages received once and recorded
+//	recorded twice   an activity ID with two results in one history, a message received twice
+//	dup executions   side-effect log lines beyond the first per key (allowed: at least once)
+//	lost             acknowledged but missing, or consumed and never recorded
+//	stuck            not ended at the deadline
+//	failed           ended failed or cancelled, or with a wrong result
+//	never ran        an activity result recorded with no execution logged
+//	crashes          workers that exited on their own or did not stop cleanly
+//
+// It exits 1 if any of lost, recorded twice, stuck, failed, never ran or
+// crashes is not zero, keeping the side-effect log and the workers' stderr
+// (worker-N.log) in -dir. `go test ./internal/chaos/...` runs a short
+// version on SQLite and, when a throw-away server can be started, on
+// PostgreSQL.
+package main
