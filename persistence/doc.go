@@ -13,6 +13,11 @@
 //		History:  []persistence.Event{{Seq: 3, Kind: "activity", Name: "charge", Payload: out}},
 //	})
 //
+// Every store accepts the same records: Step.Validate (and ValidateID and
+// ValidateReason for the other methods' arguments) rejects text that is not
+// valid UTF-8, contains NUL bytes or exceeds the Max* limits, with an
+// *InvalidError naming the field, before a driver writes anything.
+//
 // Drivers live in sub-packages (sqlite, postgres) and are checked by the
 // shared conformance suite in storetest.
 package persistence

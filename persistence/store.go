@@ -171,7 +171,9 @@ type Timer struct {
 }
 
 // Step is one atomic transition of one instance: everything in it commits
-// together or not at all (DESIGN invariant 2).
+// together or not at all, so that a crash never leaves history, mailbox,
+// timers and status disagreeing. Apply rejects a step that fails Validate
+// with an *InvalidError before writing anything.
 type Step struct {
 	// Instance the step changes. Empty for a step that only sends messages
 	// from outside any workflow.
@@ -180,8 +182,9 @@ type Step struct {
 	// ErrFenced unless the stored epoch still equals it.
 	Epoch int64
 	// Create inserts a new instance (with History as its first events, and
-	// the lease given in it). If the ID exists, nothing at all is applied
-	// and StepResult.Existing is set.
+	// the lease and RecentRestarts given in it, unless RestartLog replaces
+	// the latter). If the ID exists, nothing at all is applied and
+	// StepResult.Existing is set.
 	Create *Instance
 	// History is appended; History[0].Seq must equal the stored HistoryLen.
 	History []Event
@@ -211,7 +214,9 @@ type Step struct {
 	ResetHistory bool
 	// IncRestarts adds one to the restart counter.
 	IncRestarts bool
-	// RestartLog, when non-nil, replaces the instance's RecentRestarts.
+	// RestartLog, when non-nil, replaces the instance's RecentRestarts (an
+	// empty, non-nil slice clears them). The store keeps them sorted, oldest
+	// first. It may go with IncRestarts in one step.
 	RestartLog []time.Time
 }
 
@@ -296,8 +301,8 @@ type Store interface {
 
 // Notifier is implemented by stores shared between processes. The actor
 // runtime type-asserts its Store to it to learn about mail, spawns and
-// cancels that other processes committed for instances it may host
-// (DESIGN invariant 8: no polling).
+// cancels that other processes committed for instances it may host, so that
+// it need not poll the store for them.
 type Notifier interface {
 	// Listen calls fn with the IDs of instances that another process woke
 	// (nil means "rescan everything": a gap may have lost notifications).

@@ -6,7 +6,7 @@
 //	if err != nil { ... }
 //	defer st.Close()
 //
-//	// Wake-ups from other nodes (DESIGN invariant 8).
+//	// Wake-ups from other nodes, so that nobody polls the store.
 //	go st.Listen(ctx, func(ids []string) {
 //		if ids == nil { /* rescan: notifications may have been lost */ }
 //		for _, id := range ids { /* wake the activation of id */ }
@@ -19,7 +19,7 @@
 // transaction-scoped advisory lock first, so any number of processes may open
 // one database at once. Tables: instances, history (instance_id, seq),
 // messages (an identity column gives the store-wide arrival order),
-// subscriptions and timers. Times are BIGINT nanoseconds since the Unix epoch
+// subscriptions, timers and message_ids (the IDs of Dedupe messages). Times are BIGINT nanoseconds since the Unix epoch
 // (0 for none): exact round trips, and a timer never fires a fraction of a
 // microsecond early because its time was truncated. IDs and channel names use
 // the "C" collation, so List orders by bytes as SQLite does.
@@ -55,6 +55,13 @@
 // so no message lands in the mailbox of an instance that ended meanwhile.
 // A batch takes all its advisory locks first, in one global order, and locks
 // instances in ID order, so batches do not deadlock one another.
+//
+// A Dedupe message first inserts its ID into message_ids, whose primary key
+// settles races: an insert of an ID that another transaction inserted waits
+// for that transaction, and takes the ID only if it rolled back. A used ID
+// fails that statement like any other check; the writer then rolls the step
+// back to its savepoint and applies it again without the message, in the
+// same pipeline, so only steps with duplicates pay a second pass.
 //
 // # Wake-ups
 //

@@ -63,6 +63,14 @@ func TestConformanceOneWriter(t *testing.T) {
 	})
 }
 
+// Two stores on one database behave like two processes.
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (persistence.Store, persistence.Store) {
+		url := testutil.PostgresURL(t)
+		return openURL(t, url, postgres.Options{}), openURL(t, url, postgres.Options{})
+	})
+}
+
 func create(t testing.TB, st persistence.Store, id string) {
 	t.Helper()
 	_, err := st.Apply(bg, persistence.Step{
@@ -127,7 +135,7 @@ func TestConcurrentOpen(t *testing.T) {
 	if err := stores[0].Pool().QueryRow(bg, `SELECT count(*) FROM pg_tables WHERE schemaname = 'norn'`).Scan(&tables); err != nil {
 		t.Fatal(err)
 	}
-	if versions != 1 || tables != 6 {
+	if versions != 2 || tables != 7 {
 		t.Fatalf("after concurrent opens: %d migrations recorded, %d tables", versions, tables)
 	}
 	// Every store works on the shared schema.

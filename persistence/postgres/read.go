@@ -16,6 +16,9 @@ import (
 
 // Instance reads one instance.
 func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return persistence.Instance{}, err
+	}
 	in, err := scanInstance(s.pool.QueryRow(ctx, sqlInstance, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return in, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
@@ -28,11 +31,14 @@ func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, 
 
 // History reads an instance's history from seq on.
 func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persistence.Event, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	rows, _ := s.pool.Query(ctx, sqlHistory, id, fromSeq)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Event, error) {
 		var e persistence.Event
 		var at int64
-		err := row.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &at)
+		err := row.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &e.Digest, &at)
 		e.At = fromNS(at)
 		return e, err
 	})
@@ -44,6 +50,9 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 
 // List reads instances ordered by ID.
 func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persistence.Instance, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -94,6 +103,9 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]strin
 
 // Mailbox reads an instance's waiting messages in arrival order.
 func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistence.Message, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -101,7 +113,7 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Message, error) {
 		var m persistence.Message
 		var at int64
-		err := row.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Payload, &m.Metadata, &at)
+		err := row.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Type, &m.Payload, &m.Metadata, &at)
 		m.PublishedAt = fromNS(at)
 		return m, err
 	})
@@ -113,6 +125,9 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 
 // Subscriptions lists an instance's subscriptions.
 func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Subscription, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	rows, _ := s.pool.Query(ctx, sqlSubscriptions, id)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Subscription, error) {
 		sub := persistence.Subscription{Instance: id}
@@ -165,5 +180,28 @@ func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]p
 
 func scanInstance(row pgx.Row) (persistence.Instance, error) { return rowcodec.ScanInstance(row) }
 
-// PruneMessageIDs forgets dedupe IDs added before t.
-func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) { return 0, nil }
+// pruneChunk is how many message IDs one prune statement deletes.
+const pruneChunk = 5000
+
+// PruneMessageIDs forgets the dedupe IDs first used before t.
+func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.retry(ctx, func() error {
+			tag, err := s.pool.Exec(ctx, sqlPruneIDs, before.UnixNano(), int64(pruneChunk))
+			if err != nil {
+				return fmt.Errorf("postgres: prune message IDs: %w", err)
+			}
+			n = tag.RowsAffected()
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}

@@ -30,7 +30,7 @@ const (
 	checkNotFound = "notfound" // MustDeliver target missing
 	checkDone     = "done"     // MustDeliver target ended; detail is its status
 	checkTimer    = "timer"    // fired timer is gone
-	checkInvalid  = "invalid"  // invalid record (the reason is known to Go)
+	checkUsed     = "used"     // Dedupe message ID used before; detail is the ID
 )
 
 const (
@@ -55,6 +55,7 @@ const (
 	sqlUnsubscribe    = "norn_unsubscribe"
 	sqlDirectCheck    = "norn_direct_check"
 	sqlTargetCheck    = "norn_target_check"
+	sqlUseMessageID   = "norn_use_message_id"
 	sqlSendDirect     = "norn_send_direct"
 	sqlPublishSubs    = "norn_publish_subs"
 	sqlPublish        = "norn_publish"
@@ -64,7 +65,6 @@ const (
 	sqlAddTimer       = "norn_add_timer"
 	sqlEndInstance    = "norn_end_instance"
 	sqlDropMailbox    = "norn_drop_mailbox"
-	sqlFail           = "norn_fail"
 	sqlNotify         = "norn_notify"
 	sqlAsyncCommit    = "norn_async_commit"
 
@@ -73,6 +73,7 @@ const (
 	sqlReleaseLeases = "norn_release_leases"
 	sqlCancel        = "norn_cancel"
 	sqlStatus        = "norn_status"
+	sqlPruneIDs      = "norn_prune_message_ids"
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
@@ -91,16 +92,19 @@ var statements = map[string]string{
 	sqlRollbackTo: `ROLLBACK TO SAVEPOINT step`,
 
 	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
-	// $7 lease epoch, $8 lease expires, $9 now.
+	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log.
 	sqlInsertInstance: `WITH ins AS (
-		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, run, history_len, created_at, updated_at)
-		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, NULLIF($6::text, ''), $7::bigint, $8::bigint, 0, 0, $9::bigint, $9::bigint)
+		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
+			run, history_len, created_at, updated_at)
+		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, NULLIF($6::text, ''), $7::bigint, $8::bigint, $10::text,
+			0, 0, $9::bigint, $9::bigint)
 		ON CONFLICT (id) DO NOTHING RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM ins), '` + checkExists + `', '')`,
 
 	// $1 reset history, $2 events appended, $3 new status or '', $4 set
 	// output and error, $5 output, $6 error, $7 release the lease, $8 count
-	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1.
+	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1,
+	// $13 new restart log or NULL to keep it.
 	sqlUpdateInstance: `WITH u AS (
 		UPDATE instances SET
 			history_len = CASE WHEN $1::boolean THEN $2::bigint ELSE history_len + $2::bigint END,
@@ -111,6 +115,7 @@ var statements = map[string]string{
 			lease_owner = CASE WHEN $7::boolean THEN NULL ELSE lease_owner END,
 			lease_expires = CASE WHEN $7::boolean THEN 0 ELSE lease_expires END,
 			restarts = restarts + CASE WHEN $8::boolean THEN 1 ELSE 0 END,
+			restart_log = COALESCE($13::text, restart_log),
 			updated_at = $9::bigint
 		WHERE id = $10::text AND lease_epoch = $11::bigint AND ($12::bigint < 0 OR history_len = $12::bigint)
 			AND status NOT IN ` + terminalSQL + `
@@ -120,8 +125,8 @@ var statements = map[string]string{
 	sqlInstance:      `SELECT ` + instanceCols + ` FROM instances WHERE id = $1::text`,
 	sqlInstanceState: `SELECT status, lease_epoch, history_len FROM instances WHERE id = $1::text`,
 
-	sqlInsertEvent: `INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at)
-		VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::bytea, $7::text, $8::bigint)`,
+	sqlInsertEvent: `INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at, digest)
+		VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::bytea, $7::text, $8::bigint, $9::text)`,
 	sqlResetHistory: `DELETE FROM history WHERE instance_id = $1::text`,
 
 	// Consuming waits for a concurrent consumer of the same message to end
@@ -154,15 +159,23 @@ var statements = map[string]string{
 	sqlTargetCheck: `SELECT norn_check(s IS NOT NULL AND s NOT IN ` + terminalSQL + `,
 		CASE WHEN s IS NULL THEN '` + checkNotFound + `' ELSE '` + checkDone + `' END, COALESCE(s, '')) FROM (SELECT (
 		SELECT status FROM instances WHERE id = $1::text) AS s) x`,
-	// $1 msg id, $2 channel, $3 target, $4 sender, $5 payload, $6 metadata, $7 published at.
-	sqlSendDirect: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-		SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::bigint
+	// $1 message ID, $2 now. A Dedupe message's ID: taken, or the message
+	// is a duplicate. The insert waits for a transaction that inserted the
+	// same ID and has not ended, and then takes the ID if that one rolled
+	// back, so of concurrent duplicates in any processes exactly one wins.
+	sqlUseMessageID: `WITH u AS (INSERT INTO message_ids (msg_id, created_at) VALUES ($1::text, $2::bigint)
+			ON CONFLICT (msg_id) DO NOTHING RETURNING 1)
+		SELECT norn_check(EXISTS (SELECT 1 FROM u), '` + checkUsed + `', $1::text)`,
+	// $1 msg id, $2 channel, $3 target, $4 sender, $5 payload, $6 metadata,
+	// $7 published at, $8 type.
+	sqlSendDirect: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::bigint, $8::text
 		WHERE EXISTS (SELECT 1 FROM instances WHERE id = $3::text AND status NOT IN ` + terminalSQL + `)`,
 	// $1 channel: the subscribers to wake; publishing on a direct channel conflicts.
 	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode)
 		FROM subscriptions WHERE channel = $1::text ORDER BY instance_id`,
 	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
-	// at. A copy per broadcast subscriber; otherwise (competing, or nobody
+	// at, $7 type. A copy per broadcast subscriber; otherwise (competing, or nobody
 	// subscribed yet) one message in the channel's queue. The subscription
 	// rows are locked (KEY SHARE, in ID order) against a subscriber that
 	// unsubscribes or ends meanwhile: its step waits for this one, then
@@ -170,16 +183,16 @@ var statements = map[string]string{
 	sqlPublish: `WITH subs AS (
 			SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text ORDER BY instance_id FOR KEY SHARE),
 		copies AS (
-			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 			FROM subs WHERE mode = 'broadcast' ORDER BY instance_id)
-		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint
+		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
 			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`,
 	// Same arguments as sqlPublish, for a message with no channel.
-	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint)`,
+	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text)`,
 
 	sqlCancelTimer: `DELETE FROM timers WHERE instance_id = $1::text AND timer_id = $2::text`,
 	sqlFireTimer: `WITH d AS (DELETE FROM timers WHERE instance_id = $1::text AND timer_id = $2::text RETURNING 1)
@@ -192,7 +205,6 @@ var statements = map[string]string{
 	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text)
 		DELETE FROM timers WHERE instance_id = $1::text`,
 	sqlDropMailbox: `DELETE FROM messages WHERE target = $1::text`,
-	sqlFail:        `SELECT norn_check(false, '` + checkInvalid + `', '')`,
 	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
 	sqlAsyncCommit: `SET LOCAL synchronous_commit = off`,
 
@@ -213,8 +225,12 @@ var statements = map[string]string{
 	sqlCancel: `UPDATE instances SET cancel_reason = $2::text, updated_at = $3::bigint
 		WHERE id = $1::text AND cancel_reason = '' AND status NOT IN ` + terminalSQL,
 	sqlStatus: `SELECT status FROM instances WHERE id = $1::text`,
+	// $1 before, $2 chunk size. In chunks, so that one prune of a long
+	// backlog does not hold row locks on all of it until it commits.
+	sqlPruneIDs: `DELETE FROM message_ids WHERE msg_id IN (
+		SELECT msg_id FROM message_ids WHERE created_at < $1::bigint LIMIT $2::bigint)`,
 
-	sqlHistory: `SELECT seq, kind, name, ref, payload, error, at FROM history
+	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
 	sqlRunnable: `SELECT id FROM instances i
 		WHERE status IN ('running', 'compensating', 'waiting') AND (lease_owner IS NULL OR lease_expires < $1::bigint)
@@ -223,11 +239,11 @@ var statements = map[string]string{
 			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
 				WHERE s.instance_id = i.id AND s.mode = 'competing'))
 		ORDER BY updated_at LIMIT $2::bigint`,
-	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
-			(SELECT seq, msg_id, channel, target, sender, payload, metadata, published_at FROM messages WHERE target = $1::text
+	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
+			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
 				ORDER BY seq LIMIT $2::bigint)
 			UNION ALL
-			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.payload, m.metadata, m.published_at
+			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.type, m.payload, m.metadata, m.published_at
 				FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
 				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
 		) x ORDER BY seq LIMIT $2::bigint`,

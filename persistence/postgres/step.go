@@ -10,12 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
 // compile turns a request's step into the statements that apply it, in the
 // order the SQLite driver applies them, so that a step that breaks several
-// rules fails with the same error on both drivers. A step that is invalid
-// before any statement runs gets its error at once and no statements.
+// rules fails with the same error on both drivers. Apply validated the step
+// already. Dedupe messages found used (r.used) are left out and listed in
+// r.res.Duplicates.
 func (s *Store) compile(r *writeReq) []op {
 	step := r.step
 	now := time.Now()
@@ -24,16 +26,6 @@ func (s *Store) compile(r *writeReq) []op {
 	add := func(o op) {
 		o.req = r
 		ops = append(ops, o)
-	}
-	invalid := func(err error) []op {
-		if len(ops) == 0 {
-			r.err = err
-			return nil
-		}
-		// Earlier statements may fail first (the step may be fenced, say);
-		// if they do not, this one fails the step with err.
-		add(op{label: "validate step", name: sqlFail, check: func(*pgconn.PgError) (error, *op) { return err, nil }})
-		return ops
 	}
 	lock := func(exclusive bool, space int32, name string) {
 		k := lockKey{space, lockHash(name)}
@@ -53,16 +45,18 @@ func (s *Store) compile(r *writeReq) []op {
 
 	id, epoch := step.Instance, step.Epoch
 	if c := step.Create; c != nil {
-		if c.ID == "" || c.Workflow == "" {
-			return invalid(fmt.Errorf("%w: instance needs an ID and a workflow", persistence.ErrInvalidRecord))
-		}
 		status := c.Status
 		if status == "" {
 			status = persistence.StatusRunning
 		}
+		restarts := c.RecentRestarts
+		if step.RestartLog != nil {
+			restarts = step.RestartLog
+		}
 		cid := c.ID
 		add(op{label: "insert instance", name: sqlInsertInstance,
-			args: []any{c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch, ns(c.LeaseExpires), nowNS},
+			args: []any{c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch, ns(c.LeaseExpires), nowNS,
+				rowcodec.EncodeTimes(restarts)},
 			check: func(*pgconn.PgError) (error, *op) {
 				// The ID is taken: nothing of the step applies, and the
 				// caller gets the instance that holds it.
@@ -88,9 +82,14 @@ func (s *Store) compile(r *writeReq) []op {
 		}
 		setOut := step.Status != "" && (step.Status.Terminal() || step.Output != nil || step.Error != "")
 		release := step.ReleaseLease || step.Status.Terminal()
+		var restartLog *string // NULL keeps the stored log
+		if step.RestartLog != nil {
+			enc := rowcodec.EncodeTimes(step.RestartLog)
+			restartLog = &enc
+		}
 		add(op{label: "update instance", name: sqlUpdateInstance,
 			args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), setOut, step.Output, step.Error,
-				release, step.IncRestarts, nowNS, id, epoch, expect},
+				release, step.IncRestarts, nowNS, id, epoch, expect, restartLog},
 			check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect) }})
 	}
 	if step.ResetHistory {
@@ -102,7 +101,7 @@ func (s *Store) compile(r *writeReq) []op {
 			at = now
 		}
 		add(op{label: "append history " + id, name: sqlInsertEvent,
-			args: []any{id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano()}})
+			args: []any{id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano(), e.Digest}})
 	}
 	for _, seq := range step.Consume {
 		name := sqlConsume
@@ -115,9 +114,6 @@ func (s *Store) compile(r *writeReq) []op {
 			}})
 	}
 	for _, sub := range step.Subscribe {
-		if !sub.Mode.Valid() {
-			return invalid(fmt.Errorf("%w: unknown channel mode %q", persistence.ErrInvalidRecord, sub.Mode))
-		}
 		// The channel lock (taken at the start of the batch, see
 		// batchLocks) makes the mode check and the insert one atomic act
 		// across transactions; publishing takes it shared.
@@ -129,9 +125,24 @@ func (s *Store) compile(r *writeReq) []op {
 	for _, ch := range step.Unsubscribe {
 		add(op{label: "unsubscribe", name: sqlUnsubscribe, args: []any{id, ch}})
 	}
-	for _, m := range step.Send {
-		if m.ID == "" {
-			return invalid(fmt.Errorf("%w: message needs an ID", persistence.ErrInvalidRecord))
+	for i, m := range step.Send {
+		if r.used[i] {
+			r.res.Duplicates = append(r.res.Duplicates, m.ID)
+			continue
+		}
+		if m.Dedupe {
+			// First, as in the SQLite driver: a duplicate is skipped
+			// whatever became of its target or channel since. A used ID
+			// fails this statement; runTx then marks the message used and
+			// applies the step again without it (see errUsed).
+			add(op{label: "record message ID", name: sqlUseMessageID, args: []any{m.ID, nowNS},
+				check: func(*pgconn.PgError) (error, *op) {
+					if r.used == nil {
+						r.used = map[int]bool{}
+					}
+					r.used[i] = true
+					return errUsed, nil
+				}})
 		}
 		var meta any
 		if len(m.Metadata) > 0 {
@@ -161,7 +172,7 @@ func (s *Store) compile(r *writeReq) []op {
 					}})
 			}
 			target := m.Target
-			add(op{label: "send", name: sqlSendDirect, args: []any{m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano()},
+			add(op{label: "send", name: sqlSendDirect, args: []any{m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano(), m.Type},
 				read: func(br pgx.BatchResults) error {
 					tag, err := br.Exec()
 					if err == nil && tag.RowsAffected() > 0 {
@@ -171,7 +182,7 @@ func (s *Store) compile(r *writeReq) []op {
 				}})
 			continue
 		}
-		args := []any{m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano()}
+		args := []any{m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano(), m.Type}
 		if m.Channel == "" {
 			add(op{label: "publish", name: sqlQueue, args: args})
 			continue
@@ -218,6 +229,22 @@ func (s *Store) compile(r *writeReq) []op {
 		add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{id}})
 	}
 	return ops
+}
+
+// errUsed is the outcome of a Dedupe message's ID check that found the ID
+// used: not an error of the step, which runTx applies again without the
+// message.
+var errUsed = errors.New("postgres: message ID used")
+
+// firstErr returns the first non-nil error: validation reports one
+// violation, as Step.Validate does.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // modeConflict maps a failed mode check (detail: the existing mode) to a
@@ -270,6 +297,9 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 // AcquireLease takes an instance's lease.
 func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (persistence.Instance, error) {
 	var inst persistence.Instance
+	if err := firstErr(persistence.ValidateID("id", id), persistence.ValidateID("owner", owner)); err != nil {
+		return inst, err
+	}
 	err := s.retry(ctx, func() error {
 		now := time.Now()
 		var err error
@@ -296,6 +326,9 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 
 // RenewLeases extends all of owner's leases.
 func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
+	if err := persistence.ValidateID("owner", owner); err != nil {
+		return err
+	}
 	return s.retry(ctx, func() error {
 		if _, err := s.pool.Exec(ctx, sqlRenewLeases, owner, time.Now().Add(ttl).UnixNano()); err != nil {
 			return fmt.Errorf("postgres: renew leases: %w", err)
@@ -306,6 +339,9 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 
 // ReleaseLeases drops all of owner's leases.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
+	if err := persistence.ValidateID("owner", owner); err != nil {
+		return err
+	}
 	return s.retry(ctx, func() error {
 		if _, err := s.pool.Exec(ctx, sqlReleaseLeases, owner); err != nil {
 			return fmt.Errorf("postgres: release leases: %w", err)
@@ -316,6 +352,9 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 
 // RequestCancel records a cancel request; the first reason stays.
 func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
+	if err := firstErr(persistence.ValidateID("id", id), persistence.ValidateReason(reason)); err != nil {
+		return err
+	}
 	if reason == "" {
 		reason = "cancelled"
 	}

@@ -29,6 +29,9 @@ type writeReq struct {
 	ops   []op             // the step compiled for the current attempt
 	locks map[lockKey]bool // advisory locks it needs: exclusive or shared
 	retry bool             // the step lost a conflict and is worth another attempt
+	// used marks the Dedupe messages of step.Send (by index) whose ID
+	// turned out to be used: they are left out from then on.
+	used map[int]bool
 }
 
 // instLockBuckets is how many advisory locks instances share (see compile).
@@ -108,6 +111,9 @@ func (o *op) run(br pgx.BatchResults) error {
 // Apply commits one step. Concurrent calls share transactions (group
 // commit); each step still succeeds or fails on its own.
 func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
+	if err := step.Validate(); err != nil {
+		return persistence.StepResult{}, err
+	}
 	req := &writeReq{step: step, done: make(chan struct{})}
 	s.closeMu.RLock()
 	if s.closed {
@@ -234,7 +240,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	}
 	next := 0
 	if sql == 0 {
-		return // every step failed validation
+		return // nothing to write: empty steps, or only known duplicates to send
 	}
 	fatal := func(err error) {
 		// Nothing of this transaction commits. Steps whose failure is
@@ -250,7 +256,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		ops := append([]op(nil), pre...)
 		for _, r := range batch[next:] {
 			if len(r.ops) == 0 {
-				continue // failed validation before any SQL
+				continue // nothing to write
 			}
 			if multi {
 				ops = append(ops, ctl(sqlSavepoint))
@@ -321,6 +327,26 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 				next = i + 1
 			}
 		}
+		if errors.Is(r.err, errUsed) {
+			// A Dedupe message was a duplicate (compile marked it): undo
+			// the step and apply it again without the message, in this
+			// transaction. Each round leaves out one more message, so this
+			// ends.
+			next--
+			r.res, r.err = persistence.StepResult{}, nil
+			r.ops = s.compile(r)
+			if multi {
+				pre = []op{ctl(sqlRollbackTo), ctl(sqlRelease)}
+				continue
+			}
+			// Without a savepoint the transaction goes; the same pipeline
+			// starts the next one.
+			pre = []op{ctl(sqlRollback), ctl(sqlBegin)}
+			if l, ok := batchLocks(batch); ok {
+				pre = append(pre, l)
+			}
+			continue
+		}
 		if multi {
 			pre = []op{ctl(sqlRollbackTo), ctl(sqlRelease)}
 			if follow != nil {
@@ -382,8 +408,7 @@ func (s *Store) queueWake(ids []string) {
 // the writers queued while it was sending the previous ones goes out in one
 // transaction, so notifications cost the writers nothing and coalesce under
 // load. They are sent after the commit they describe, so a crash in between
-// loses them: the runtime's slow safety-net scan covers that (DESIGN
-// invariant 8).
+// loses them: the runtime's slow safety-net scan of Runnable covers that.
 func (s *Store) notifier() {
 	defer close(s.notifierDone)
 	for ids := range s.wake {

@@ -17,6 +17,9 @@ const instanceSelect = `SELECT ` + rowcodec.InstanceColumns + ` FROM instances`
 
 // Instance reads one instance.
 func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return persistence.Instance{}, err
+	}
 	in, err := scanInstance(s.rst.instance.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return in, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
@@ -29,6 +32,9 @@ func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, 
 
 // History reads an instance's history from seq on.
 func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persistence.Event, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	rows, err := s.rst.history.QueryContext(ctx, id, fromSeq)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
@@ -38,7 +44,7 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 	for rows.Next() {
 		var e persistence.Event
 		var at int64
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &at); err != nil {
+		if err := rows.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &e.Digest, &at); err != nil {
 			return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
 		}
 		e.At = fromNS(at)
@@ -52,6 +58,9 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 
 // List reads instances ordered by ID.
 func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persistence.Instance, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
 	var where []string
 	var args []any
 	if len(f.Status) > 0 {
@@ -124,6 +133,9 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]strin
 
 // Mailbox reads an instance's waiting messages in arrival order.
 func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistence.Message, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -137,7 +149,7 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 		var m persistence.Message
 		var meta sql.NullString
 		var at int64
-		if err := rows.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Payload, &meta, &at); err != nil {
+		if err := rows.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Type, &m.Payload, &meta, &at); err != nil {
 			return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 		}
 		if meta.Valid && meta.String != "" {
@@ -153,6 +165,9 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 
 // Subscriptions lists an instance's subscriptions.
 func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Subscription, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT channel, mode FROM subscriptions WHERE instance_id = ? ORDER BY channel`, id)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
@@ -229,10 +244,10 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 	pr := &preparer{ctx: ctx, db: db}
 	p := pr.prep
 	rs.instance = p(instanceSelect + ` WHERE id = ?`)
-	rs.history = p(`SELECT seq, kind, name, ref, payload, error, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
+	rs.history = p(`SELECT seq, kind, name, ref, payload, error, digest, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
 	// Each branch is limited on its own so that a long competing queue is
 	// not read whole to return its first rows.
-	rs.mailbox = p(`SELECT seq, msg_id, channel, COALESCE(target, ''), sender, payload, metadata, published_at FROM (
+	rs.mailbox = p(`SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
 			SELECT * FROM (SELECT * FROM messages WHERE target = ?1 ORDER BY seq LIMIT ?2)
 			UNION ALL
 			SELECT * FROM (SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
@@ -247,5 +262,34 @@ func scanInstance(row rowcodec.Scanner) (persistence.Instance, error) {
 	return rowcodec.ScanInstance(row)
 }
 
-// PruneMessageIDs forgets dedupe IDs added before t.
-func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) { return 0, nil }
+// pruneChunk is how many message IDs one write request deletes: the writer
+// serves every process's steps, so a prune of a long backlog takes turns
+// with them instead of holding the write lock for the whole backlog.
+const pruneChunk = 5000
+
+// PruneMessageIDs forgets the dedupe IDs first used before t.
+func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.write(ctx, true, func(tx *sql.Tx) error {
+			r, err := tx.Exec(`DELETE FROM message_ids WHERE msg_id IN (
+				SELECT msg_id FROM message_ids WHERE created_at < ? LIMIT ?)`, before.UnixNano(), pruneChunk)
+			if err != nil {
+				return fmt.Errorf("sqlite: prune message IDs: %w", err)
+			}
+			n, err = r.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("sqlite: prune message IDs: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}

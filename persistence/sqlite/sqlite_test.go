@@ -25,6 +25,24 @@ func open(t *testing.T) persistence.Store {
 
 func TestConformance(t *testing.T) { storetest.Run(t, open) }
 
+// Two stores on one file behave like two processes: each has its own writer
+// and connections, and SQLite's write lock is all they share.
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (persistence.Store, persistence.Store) {
+		path := filepath.Join(t.TempDir(), "norn.db")
+		var stores [2]persistence.Store
+		for i := range stores {
+			st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			stores[i] = st
+		}
+		return stores[0], stores[1]
+	})
+}
+
 func TestConcurrentOpenMigrates(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "n.db")
 	errs := make(chan error, 4)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
 const terminalSQL = `('completed', 'failed', 'cancelled')`
@@ -22,6 +23,7 @@ type stmts struct {
 	deleteMessage  *sql.Stmt
 	insertMessage  *sql.Stmt
 	insertIfLive   *sql.Stmt
+	useMessageID   *sql.Stmt
 	channelSubs    *sql.Stmt
 	deleteTimer    *sql.Stmt
 	upsertTimer    *sql.Stmt
@@ -63,8 +65,9 @@ func closeStmts(ss ...*sql.Stmt) {
 func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	pr := &preparer{ctx: ctx, db: db}
 	p := pr.prep
-	st.insertInstance = p(`INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, run, history_len, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, 0, 0, ?, ?) ON CONFLICT (id) DO NOTHING`)
+	st.insertInstance = p(`INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
+			run, history_len, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	st.updateInstance = p(`UPDATE instances SET
 		history_len = CASE WHEN ?1 THEN ?2 ELSE history_len + ?2 END,
 		run = run + ?1,
@@ -74,13 +77,18 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		lease_owner = CASE WHEN ?7 THEN NULL ELSE lease_owner END,
 		lease_expires = CASE WHEN ?7 THEN 0 ELSE lease_expires END,
 		restarts = restarts + ?8,
+		restart_log = COALESCE(?13, restart_log),
 		updated_at = ?9
 		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL)
-	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
-	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at) VALUES (?, ?, NULLIF(?, ''), ?, ?, ?, ?)`)
-	st.insertIfLive = p(`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-		SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM instances WHERE id = ?3 AND status NOT IN ` + terminalSQL + `)`)
+	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
+		VALUES (?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`)
+	st.insertIfLive = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM instances WHERE id = ?3 AND status NOT IN ` + terminalSQL + `)`)
+	// The writer is the only one in this process and the write lock keeps
+	// other processes out, so "insert unless present" is race-free here.
+	st.useMessageID = p(`INSERT INTO message_ids (msg_id, created_at) VALUES (?, ?) ON CONFLICT (msg_id) DO NOTHING`)
 	st.channelSubs = p(`SELECT instance_id, mode FROM subscriptions WHERE channel = ?`)
 	st.deleteTimer = p(`DELETE FROM timers WHERE instance_id = ? AND timer_id = ?`)
 	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due) VALUES (?, ?, ?) ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`)
@@ -100,13 +108,16 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
-		st.insertIfLive, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
+		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail)
 }
 
 // Apply commits one step; concurrent calls share commits.
 func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
 	var res persistence.StepResult
+	if err := step.Validate(); err != nil {
+		return res, err
+	}
 	// Only these parts of a step can fail after the step has written.
 	simple := len(step.Consume) == 0 && len(step.Send) == 0 && len(step.Subscribe) == 0 && len(step.FireTimers) == 0
 	err := s.write(ctx, simple, func(tx *sql.Tx) error {
@@ -114,6 +125,17 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 		return s.applyStep(tx, step, &res)
 	})
 	return res, err
+}
+
+// firstErr returns the first non-nil error: validation reports one
+// violation, as Step.Validate does.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func b2i(b bool) int {
@@ -129,15 +151,16 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 	epoch := step.Epoch
 	if step.Create != nil {
 		c := step.Create
-		if c.ID == "" || c.Workflow == "" {
-			return fmt.Errorf("%w: instance needs an ID and a workflow", persistence.ErrInvalidRecord)
-		}
 		status := c.Status
 		if status == "" {
 			status = persistence.StatusRunning
 		}
+		restarts := c.RecentRestarts
+		if step.RestartLog != nil {
+			restarts = step.RestartLog
+		}
 		r, err := tx.Stmt(s.st.insertInstance).Exec(c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch,
-			ns(c.LeaseExpires), now.UnixNano(), now.UnixNano())
+			ns(c.LeaseExpires), rowcodec.EncodeTimes(restarts), now.UnixNano(), now.UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: insert instance: %w", err)
 		}
@@ -164,8 +187,12 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 			setOut = true
 		}
 		release := step.ReleaseLease || step.Status.Terminal()
+		var restartLog any // NULL keeps the stored log
+		if step.RestartLog != nil {
+			restartLog = rowcodec.EncodeTimes(step.RestartLog)
+		}
 		r, err := tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
-			step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect)
+			step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog)
 		if err != nil {
 			return fmt.Errorf("sqlite: update instance: %w", err)
 		}
@@ -185,7 +212,7 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 			if at.IsZero() {
 				at = now
 			}
-			if _, err := ins.Exec(id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano()); err != nil {
+			if _, err := ins.Exec(id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, e.Digest, at.UnixNano()); err != nil {
 				return fmt.Errorf("sqlite: append history %s#%d: %w", id, e.Seq, err)
 			}
 		}
@@ -272,9 +299,6 @@ func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64) error {
 }
 
 func (s *Store) subscribe(tx *sql.Tx, id string, sub persistence.Subscription) error {
-	if !sub.Mode.Valid() {
-		return fmt.Errorf("%w: unknown channel mode %q", persistence.ErrInvalidRecord, sub.Mode)
-	}
 	var mode string
 	err := tx.QueryRow(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`, sub.Channel, id).Scan(&mode)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -302,8 +326,18 @@ func encodeMeta(m map[string]string) (any, error) {
 }
 
 func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *persistence.StepResult) error {
-	if m.ID == "" {
-		return fmt.Errorf("%w: message needs an ID", persistence.ErrInvalidRecord)
+	if m.Dedupe {
+		// First, so that a duplicate is skipped whatever became of its
+		// target or channel since the first one was sent. If the step
+		// fails later, its savepoint takes the ID back.
+		r, err := tx.Stmt(s.st.useMessageID).Exec(m.ID, now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("sqlite: record message ID: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			res.Duplicates = append(res.Duplicates, m.ID)
+			return nil
+		}
 	}
 	meta, err := encodeMeta(m.Metadata)
 	if err != nil {
@@ -350,7 +384,7 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 				return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, m.Target, status)
 			}
 		}
-		r, err := tx.Stmt(s.st.insertIfLive).Exec(m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano())
+		r, err := tx.Stmt(s.st.insertIfLive).Exec(m.ID, m.Channel, m.Target, m.Sender, m.Type, m.Payload, meta, at.UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: send: %w", err)
 		}
@@ -363,16 +397,16 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 	case persistence.Direct:
 		return &persistence.ModeConflictError{Channel: m.Channel, Existing: mode, Requested: persistence.Broadcast}
 	case persistence.Broadcast:
-		if _, err := tx.Exec(`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
-			SELECT ?, ?, instance_id, ?, ?, ?, ? FROM subscriptions WHERE channel = ? ORDER BY instance_id`,
-			m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano(), m.Channel); err != nil {
+		if _, err := tx.Exec(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
+			SELECT ?, ?, instance_id, ?, ?, ?, ?, ? FROM subscriptions WHERE channel = ? ORDER BY instance_id`,
+			m.ID, m.Channel, m.Sender, m.Type, m.Payload, meta, at.UnixNano(), m.Channel); err != nil {
 			return fmt.Errorf("sqlite: publish: %w", err)
 		}
 	default: // competing, or nobody subscribed yet: keep it in the channel's queue
 		if mode == "" && strings.HasPrefix(m.Channel, persistence.SystemChannelPrefix) {
 			break
 		}
-		if _, err := tx.Stmt(s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Payload, meta, at.UnixNano()); err != nil {
+		if _, err := tx.Stmt(s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Type, m.Payload, meta, at.UnixNano()); err != nil {
 			return fmt.Errorf("sqlite: publish: %w", err)
 		}
 	}
@@ -383,6 +417,9 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 // AcquireLease takes an instance's lease.
 func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (persistence.Instance, error) {
 	var inst persistence.Instance
+	if err := firstErr(persistence.ValidateID("id", id), persistence.ValidateID("owner", owner)); err != nil {
+		return inst, err
+	}
 	err := s.write(ctx, true, func(tx *sql.Tx) error {
 		now := time.Now()
 		r, err := tx.Stmt(s.st.acquireLease).Exec(owner, now.Add(ttl).UnixNano(), now.UnixNano(), id, owner, now.UnixNano())
@@ -410,6 +447,9 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 
 // RenewLeases extends all of owner's leases.
 func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
+	if err := persistence.ValidateID("owner", owner); err != nil {
+		return err
+	}
 	return s.write(ctx, true, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`UPDATE instances SET lease_expires = ? WHERE lease_owner = ?`, time.Now().Add(ttl).UnixNano(), owner)
 		if err != nil {
@@ -421,6 +461,9 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 
 // ReleaseLeases drops all of owner's leases.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
+	if err := persistence.ValidateID("owner", owner); err != nil {
+		return err
+	}
 	return s.write(ctx, true, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = ?`, owner)
 		if err != nil {
@@ -432,6 +475,9 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 
 // RequestCancel records a cancel request.
 func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
+	if err := firstErr(persistence.ValidateID("id", id), persistence.ValidateReason(reason)); err != nil {
+		return err
+	}
 	if reason == "" {
 		reason = "cancelled"
 	}

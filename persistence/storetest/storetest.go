@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every persistence driver must
 // pass. A driver's test calls Run with a function that opens a fresh, empty
-// store:
+// store (and RunShared with one that opens two stores on one database, for
+// drivers that several processes may share):
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) persistence.Store {
@@ -50,12 +51,31 @@ func Run(t *testing.T, open Factory) {
 		{"ListAndStats", testList},
 		{"ConcurrentSteps", testConcurrentSteps},
 		{"CompetingRace", testCompetingRace},
+		{"EventDigest", testDigest},
+		{"MessageType", testMessageType},
+		{"Dedupe", testDedupe},
+		{"DedupeRace", testDedupeRace},
+		{"RestartLog", testRestartLog},
+		{"Validation", testValidation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
 		})
 	}
+}
+
+// SharedFactory opens two stores on one fresh, empty database, as two
+// processes would; it registers their cleanup.
+type SharedFactory func(t *testing.T) (persistence.Store, persistence.Store)
+
+// RunShared runs the tests of what several processes sharing one database
+// must agree on, against store pairs made by open.
+func RunShared(t *testing.T, open SharedFactory) {
+	t.Run("DedupeAcrossStores", func(t *testing.T) {
+		a, b := open(t)
+		dedupeRace(t, []persistence.Store{a, b}, 5, 16)
+	})
 }
 
 const owner = "node-a"

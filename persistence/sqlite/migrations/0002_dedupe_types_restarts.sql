@@ -1,0 +1,19 @@
+-- Event digests, message type names, restart logs and the table of used
+-- message IDs. New columns have defaults, so rows written before this
+-- migration read as "no digest", "no type" and "no recent restarts".
+
+ALTER TABLE history ADD COLUMN digest TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE messages ADD COLUMN type TEXT NOT NULL DEFAULT '';
+
+-- Unix nanoseconds, oldest first, separated by commas (see rowcodec).
+ALTER TABLE instances ADD COLUMN restart_log TEXT NOT NULL DEFAULT '';
+
+-- IDs of messages sent with NewMessage.Dedupe: the primary key is what makes
+-- a second message with one ID a duplicate. created_at (Unix nanoseconds)
+-- is when the ID was first used, for PruneMessageIDs.
+CREATE TABLE message_ids (
+    msg_id     TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX message_ids_created ON message_ids(created_at);

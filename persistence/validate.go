@@ -1,0 +1,218 @@
+package persistence
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits on the text a store accepts. Every driver enforces the same ones
+// (through Step.Validate and the Validate helpers) before it touches its
+// database, so that a record one store accepts is accepted by all, and no
+// database rejects a value with an error of its own. Lengths are in bytes.
+//
+// Every text field must also be valid UTF-8 without NUL bytes: PostgreSQL
+// cannot store either in a text column. Payloads ([]byte) are not checked.
+const (
+	// MaxIDLen bounds identifiers and names: instance IDs, workflow names,
+	// parents, lease owners, channel names, senders and targets, message
+	// IDs, timer IDs, event kinds and event digests.
+	MaxIDLen = 255
+	// MaxNameLen bounds an event's Name and Ref and a message's Type, which
+	// may hold qualified (and generic) type or function names.
+	MaxNameLen = 1024
+	// MaxMetadataKeyLen bounds a message metadata key.
+	MaxMetadataKeyLen = 255
+	// MaxMetadataValueLen bounds a message metadata value.
+	MaxMetadataValueLen = 4096
+	// MaxReasonLen bounds a cancel reason.
+	MaxReasonLen = 4096
+)
+
+// excerptLen is how much of an offending value an InvalidError quotes: enough
+// to recognise it, never a whole multi-kilobyte value.
+const excerptLen = 64
+
+// InvalidError says which field of a record broke which rule. It matches
+// ErrInvalidRecord with errors.Is.
+type InvalidError struct {
+	// Field names the field as a Go expression on the argument, such as
+	// "Send[2].Target" or "History[0].Name".
+	Field string
+	// Reason is the broken rule, with a short quoted excerpt of the value.
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return "norn: invalid record: " + e.Field + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidRecord) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalidRecord }
+
+// excerpt quotes at most excerptLen bytes of v, cut at a rune boundary where
+// v is valid UTF-8, and marks a cut with an ellipsis.
+func excerpt(v string) string {
+	if len(v) <= excerptLen {
+		return strconv.Quote(v)
+	}
+	cut := excerptLen
+	for cut > excerptLen-utf8.UTFMax && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return strconv.Quote(v[:cut]) + "…"
+}
+
+// ValidateText checks that v is valid UTF-8 without NUL bytes and, if max is
+// positive, at most max bytes long. field names v in the error.
+func ValidateText(field, v string, max int) error {
+	switch {
+	case max > 0 && len(v) > max:
+		return &InvalidError{Field: field, Reason: fmt.Sprintf("%d bytes long, at most %d allowed: %s", len(v), max, excerpt(v))}
+	case strings.IndexByte(v, 0) >= 0:
+		return &InvalidError{Field: field, Reason: "contains a NUL byte: " + excerpt(v)}
+	case !utf8.ValidString(v):
+		return &InvalidError{Field: field, Reason: "not valid UTF-8: " + excerpt(v)}
+	}
+	return nil
+}
+
+// ValidateID checks an identifier or name (an instance ID, a lease owner, a
+// channel …) against the MaxIDLen rule. Empty is valid here; callers that
+// need a value check that themselves.
+func ValidateID(field, v string) error { return ValidateText(field, v, MaxIDLen) }
+
+// ValidateReason checks a cancel reason.
+func ValidateReason(v string) error { return ValidateText("reason", v, MaxReasonLen) }
+
+// validator collects the first violation of a sequence of checks, so that
+// Validate reads as a list of rules. A field is named by where it is (list,
+// index, name: "Send", 2, "Target" is Send[2].Target; index -1 for a field
+// outside any list) and the name is only built for a violation, so that
+// validating a valid step allocates nothing.
+type validator struct{ err error }
+
+func fieldName(list string, i int, name string) string {
+	if i < 0 {
+		return list + name
+	}
+	if name != "" {
+		name = "." + name
+	}
+	return list + "[" + strconv.Itoa(i) + "]" + name
+}
+
+func (v *validator) text(list string, i int, name, s string, max int) {
+	if v.err != nil {
+		return
+	}
+	if max > 0 && len(s) > max || !validText(s) {
+		v.err = ValidateText(fieldName(list, i, name), s, max)
+	}
+}
+
+func (v *validator) id(list string, i int, name, s string) { v.text(list, i, name, s, MaxIDLen) }
+
+// required checks an identifier that must be set.
+func (v *validator) required(list string, i int, name, s string) {
+	if v.err == nil && s == "" {
+		v.err = &InvalidError{Field: fieldName(list, i, name), Reason: "empty"}
+	}
+	v.id(list, i, name, s)
+}
+
+func (v *validator) fail(list string, i int, name, reason string) {
+	if v.err == nil {
+		v.err = &InvalidError{Field: fieldName(list, i, name), Reason: reason}
+	}
+}
+
+// validText reports whether s is valid UTF-8 without NUL bytes.
+func validText(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusRunning, StatusWaiting, StatusCompensating, StatusCompleted, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Validate checks every text field of the step against the limits above, and
+// the fields that must be set or must name a known value. It returns the
+// first violation as an *InvalidError. Drivers call it before anything else
+// in Apply, so an invalid step writes nothing.
+func (s *Step) Validate() error {
+	var v validator
+	v.id("Instance", -1, "", s.Instance)
+	if c := s.Create; c != nil {
+		v.required("Create.", -1, "ID", c.ID)
+		v.required("Create.", -1, "Workflow", c.Workflow)
+		v.id("Create.", -1, "Parent", c.Parent)
+		v.id("Create.", -1, "LeaseOwner", c.LeaseOwner)
+		if c.Status != "" && !c.Status.Valid() {
+			v.fail("Create.", -1, "Status", "unknown status "+excerpt(string(c.Status)))
+		}
+	}
+	for i := range s.History {
+		e := &s.History[i]
+		v.id("History", i, "Kind", e.Kind)
+		v.text("History", i, "Name", e.Name, MaxNameLen)
+		v.text("History", i, "Ref", e.Ref, MaxNameLen)
+		v.text("History", i, "Error", e.Error, 0)
+		v.id("History", i, "Digest", e.Digest)
+	}
+	if s.Status != "" && !s.Status.Valid() {
+		v.fail("Status", -1, "", "unknown status "+excerpt(string(s.Status)))
+	}
+	v.text("Error", -1, "", s.Error, 0)
+	for i := range s.Send {
+		m := &s.Send[i]
+		v.required("Send", i, "ID", m.ID)
+		v.id("Send", i, "Channel", m.Channel)
+		v.id("Send", i, "Target", m.Target)
+		v.id("Send", i, "Sender", m.Sender)
+		v.text("Send", i, "Type", m.Type, MaxNameLen)
+		for k, val := range m.Metadata {
+			v.text("Send", i, "Metadata", k, MaxMetadataKeyLen)
+			if v.err == nil && (len(val) > MaxMetadataValueLen || !validText(val)) {
+				// Name the entry; the key is valid by now, and excerpt keeps
+				// a long one short.
+				v.text("Send", i, "Metadata["+excerpt(k)+"]", val, MaxMetadataValueLen)
+			}
+		}
+	}
+	for i := range s.Subscribe {
+		sub := &s.Subscribe[i]
+		v.id("Subscribe", i, "Channel", sub.Channel)
+		if !sub.Mode.Valid() {
+			v.fail("Subscribe", i, "Mode", "unknown channel mode "+excerpt(string(sub.Mode)))
+		}
+	}
+	for i, ch := range s.Unsubscribe {
+		v.id("Unsubscribe", i, "", ch)
+	}
+	for i := range s.AddTimers {
+		v.id("AddTimers", i, "ID", s.AddTimers[i].ID)
+	}
+	for i, t := range s.CancelTimers {
+		v.id("CancelTimers", i, "", t)
+	}
+	for i, t := range s.FireTimers {
+		v.id("FireTimers", i, "", t)
+	}
+	return v.err
+}
+
+// Validate checks the filter's text fields as Step.Validate checks a step's.
+func (f *ListFilter) Validate() error {
+	var v validator
+	for i, st := range f.Status {
+		v.id("Status", i, "", string(st))
+	}
+	v.id("Workflow", -1, "", f.Workflow)
+	v.id("After", -1, "", f.After)
+	return v.err
+}
