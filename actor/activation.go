@@ -2,12 +2,10 @@ package actor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -26,39 +24,18 @@ const (
 	sigStop
 )
 
-// Event kinds recorded in history.
-const (
-	evStarted        = "started"
-	evActivity       = "activity"
-	evRetry          = "activity_retry"
-	evNow            = "now"
-	evTimer          = "timer"
-	evTimerFired     = "timer_fired"
-	evReceived       = "received"
-	evReceiveWait    = "receive_wait"
-	evReceiveTimeout = "receive_timeout"
-	evSent           = "sent"
-	evPublished      = "published"
-	evSubscribed     = "subscribed"
-	evUnsubscribed   = "unsubscribed"
-	evCompensating   = "compensating"
-	evChild          = "child_spawned"
-	evLinkedExit     = "linked_exit"
-	evMonitor        = "monitor"
-	evMonitorDown    = "monitor_down"
-	evCancelSent     = "cancel_sent"
-	evCompensation   = "compensation"
-	evCompleted      = "completed"
-	evFailed         = "failed"
-	evCancelled      = "cancelled"
-)
-
 // stopPanic unwinds a workflow goroutine whose activation must end without
 // touching the instance (shutdown, passivation, lost lease).
 type stopPanic struct{ reason string }
 
 // infraPanic unwinds a workflow goroutine after a store failure.
 type infraPanic struct{ err error }
+
+// replayDone unwinds a side-effect-free replay (Replay) once history is used up.
+type replayDone struct{}
+
+// workflowPanic carries a panic of the workflow function with its stack.
+type workflowPanic struct{ err *PanicError }
 
 // activation is the live actor of one instance on this node: a protoactor
 // actor (shell) that receives signals, plus the goroutine running the
@@ -73,11 +50,21 @@ type activation struct {
 	history []persistence.Event // recorded events to replay
 	pos     int                 // next event to replay
 	seq     int64               // seq of the next event to record
+	live    bool                // history used up; deferred work started
+	index   map[string]int      // activity call key → position of its last recorded event
 
 	pending  persistence.Step // recorded but not yet committed
 	consumed map[int64]bool   // messages consumed by pending
 	counters map[string]int   // deterministic call IDs per name
 	spread   int              // rotates the pick among competing messages
+
+	cmds     map[string]*command // unresolved commands by key
+	order    []*command          // unresolved commands in the order they were issued
+	rseqN    int64
+	deferred []*command // activities to start once replay ends
+	inbox    chan attemptResult
+	inflight int            // activity attempts running
+	runners  sync.WaitGroup // their goroutines
 
 	wakeCh   chan struct{}
 	stopCh   chan struct{}
@@ -85,12 +72,12 @@ type activation struct {
 	stopOne  sync.Once
 	cancOne  sync.Once
 
-	mu        sync.Mutex // guards actCancel
-	actCancel context.CancelFunc
-	runCtx    context.Context
-	runStop   context.CancelFunc
+	mu      sync.Mutex // guards actCancels
+	actCtl  map[*command]context.CancelFunc
+	runCtx  context.Context
+	runStop context.CancelFunc
 
-	cancelled    bool // a cancel has been observed by the workflow
+	cancelled    bool // the workflow has seen its cancel request (recorded)
 	cancelReason string
 
 	// guarded by sys.mu
@@ -101,6 +88,8 @@ type activation struct {
 	children  []string       // linked children spawned so far (replayed too)
 	trapExits bool           // a failed child's Down is a message, not our end
 
+	replayOnly bool // Replay: no store, no side effects
+
 	pid   *protoactor.PID
 	ctx   *Context
 	final persistence.Instance // the ended instance, once finish committed
@@ -108,18 +97,39 @@ type activation struct {
 
 func newActivation(s *System, def Definition, inst persistence.Instance, hist []persistence.Event) *activation {
 	a := &activation{
-		sys: s, id: inst.ID, def: def, inst: inst, epoch: inst.LeaseEpoch,
-		history: hist, seq: int64(len(hist)),
-		consumed: map[int64]bool{}, counters: map[string]int{},
+		sys: s, id: inst.ID, def: def,
 		wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}), cancelCh: make(chan struct{}),
+		inbox: make(chan attemptResult, 16), actCtl: map[*command]context.CancelFunc{},
 	}
-	a.runCtx, a.runStop = context.WithCancel(s.ctx)
+	a.ctx = &Context{a: a}
+	a.reset(inst, hist)
+	return a
+}
+
+// reset makes a fresh start from inst and its history (also after a crash:
+// a restart replays history in the same activation).
+func (a *activation) reset(inst persistence.Instance, hist []persistence.Event) {
+	base := a.sys.ctx
+	if base == nil {
+		base = context.Background()
+	}
+	a.newRun(base)
+	a.inst, a.epoch = inst, inst.LeaseEpoch
+	a.history, a.pos, a.seq, a.live = hist, 0, int64(len(hist)), false
+	a.pending = persistence.Step{}
+	a.consumed, a.counters = map[int64]bool{}, map[string]int{}
+	a.cmds, a.order, a.deferred, a.inflight = map[string]*command{}, nil, nil, 0
+	a.cancelled, a.comps, a.children, a.trapExits = false, nil, nil, false
+	a.index = map[string]int{}
+	for i, e := range hist {
+		if e.Kind == EventActivity || e.Kind == EventActivityRetry {
+			a.index["a:"+e.Ref] = i
+		}
+	}
 	if inst.CancelReason != "" {
 		a.cancelReason = inst.CancelReason
 		a.cancOne.Do(func() { close(a.cancelCh) })
 	}
-	a.ctx = &Context{a: a}
-	return a
 }
 
 // signal sends sig through the activation's actor.
@@ -141,7 +151,7 @@ func (a *activation) deliver(sig signal) {
 		}
 	case sigCancel:
 		a.cancOne.Do(func() { close(a.cancelCh) })
-		a.cancelActivity()
+		a.cancelActivities()
 	case sigStop:
 		a.stop()
 	}
@@ -150,14 +160,37 @@ func (a *activation) deliver(sig signal) {
 func (a *activation) stop() {
 	a.stopOne.Do(func() {
 		close(a.stopCh)
-		a.runStop()
+		a.stopRun()
 	})
 }
 
-func (a *activation) cancelActivity() {
+// newRun starts a new context for activity attempts (a fresh execution).
+// Attempts of the previous one must have ended.
+func (a *activation) newRun(base context.Context) {
+	ctx, cancel := context.WithCancel(base)
 	a.mu.Lock()
-	if a.actCancel != nil {
-		a.actCancel()
+	a.runCtx, a.runStop = ctx, cancel
+	if a.stopped() {
+		cancel()
+	}
+	a.mu.Unlock()
+}
+
+// stopRun cancels the current execution's attempts.
+func (a *activation) stopRun() {
+	a.mu.Lock()
+	stop := a.runStop
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// cancelActivities cancels the contexts of running activity attempts.
+func (a *activation) cancelActivities() {
+	a.mu.Lock()
+	for _, cancel := range a.actCtl {
+		cancel()
 	}
 	a.mu.Unlock()
 }
@@ -171,19 +204,6 @@ func (a *activation) stopped() bool {
 	}
 }
 
-// isCancelled reports (and latches) whether a cancel reached the activation.
-func (a *activation) isCancelled() bool {
-	if a.cancelled {
-		return true
-	}
-	select {
-	case <-a.cancelCh:
-		a.cancelled = true
-	default:
-	}
-	return a.cancelled
-}
-
 type outcome int
 
 const (
@@ -191,29 +211,94 @@ const (
 	outStopped
 	outNonDeterminism
 	outCrash
+	outReplayed
 )
 
-// run is the workflow goroutine.
+// run is the workflow goroutine: it executes the workflow and, after a
+// crash, waits out the restart back-off and executes it again from history.
 func (a *activation) run() {
 	finished := false
 	defer func() { a.sys.ended(a, finished) }()
-	defer a.runStop()
-	out, oc, crash, infra, werr := a.execute()
-	switch oc {
-	case outStopped:
-		return
-	case outNonDeterminism:
-		finished = a.finish(persistence.StatusFailed, nil, werr.Error())
-	case outCrash:
-		finished = a.crashed(crash, infra)
-	case outDone:
-		switch {
-		case werr == nil:
-			finished = a.finish(persistence.StatusCompleted, out, "")
-		case a.cancelled:
-			finished = a.finish(persistence.StatusCancelled, nil, a.reason())
+	defer func() { a.stopRun() }()
+	for {
+		out, oc, crash, infra, werr := a.execute()
+		a.endAttempts()
+		switch oc {
+		case outStopped, outReplayed:
+			return
+		case outNonDeterminism:
+			finished = a.finish(persistence.StatusFailed, nil, werr)
+			return
+		case outCrash:
+			delay, again, done := a.crashed(crash, infra)
+			finished = done
+			if !again || !a.restartAfter(delay) {
+				return
+			}
+			continue
+		case outDone:
+			switch {
+			case werr == nil:
+				finished = a.finish(persistence.StatusCompleted, out, nil)
+			case a.cancelled:
+				finished = a.finish(persistence.StatusCancelled, nil, &recordedErr{msg: a.reason(), kind: ErrCancelled})
+			default:
+				finished = a.finish(persistence.StatusFailed, nil, werr)
+			}
+			return
+		}
+	}
+}
+
+// endAttempts stops the activity attempts of an execution that ended.
+func (a *activation) endAttempts() {
+	a.stopRun()
+	a.runners.Wait()
+	a.mu.Lock()
+	clear(a.actCtl)
+	a.mu.Unlock()
+	for drained := false; !drained; {
+		select {
+		case <-a.inbox:
 		default:
-			finished = a.finish(persistence.StatusFailed, nil, werr.Error())
+			drained = true
+		}
+	}
+}
+
+// restartAfter waits out a restart back-off, then reloads the instance and
+// its history for a fresh execution. It reports false if the activation
+// must end instead (stopping, lost lease, instance gone).
+func (a *activation) restartAfter(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.stopCh:
+		return false
+	}
+	s := a.sys
+	for {
+		inst, err := s.store.AcquireLease(s.ctx, a.id, s.cfg.NodeID, s.cfg.LeaseTTL)
+		var hist []persistence.Event
+		if err == nil {
+			hist, err = s.store.History(s.ctx, a.id, 0)
+		}
+		if err == nil {
+			a.reset(inst, hist)
+			a.hook(HookEvent{Kind: HookInstanceActivated})
+			return true
+		}
+		if errors.Is(err, persistence.ErrLeaseHeld) || errors.Is(err, persistence.ErrInstanceDone) ||
+			errors.Is(err, persistence.ErrNotFound) || s.ctx.Err() != nil {
+			return false
+		}
+		s.log.Warn("restart: store unavailable; retrying", "instance", a.id, "err", err)
+		t.Reset(storeRetryDelay())
+		select {
+		case <-t.C:
+		case <-a.stopCh:
+			return false
 		}
 	}
 }
@@ -222,15 +307,17 @@ func (a *activation) reason() string {
 	if a.cancelReason != "" {
 		return a.cancelReason
 	}
-	if in, err := a.sys.store.Instance(a.sys.ctx, a.id); err == nil && in.CancelReason != "" {
-		return in.CancelReason
+	if a.sys.store != nil {
+		if in, err := a.sys.store.Instance(a.sys.ctx, a.id); err == nil && in.CancelReason != "" {
+			return in.CancelReason
+		}
 	}
 	return "cancelled"
 }
 
 // execute runs the workflow function, turning the control-flow panics back
 // into outcomes.
-func (a *activation) execute() (out []byte, oc outcome, crash string, infra bool, werr error) {
+func (a *activation) execute() (out []byte, oc outcome, crash error, infra bool, werr error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -239,22 +326,27 @@ func (a *activation) execute() (out []byte, oc outcome, crash string, infra bool
 		switch p := r.(type) {
 		case stopPanic:
 			oc = outStopped
+		case replayDone:
+			oc = outReplayed
 		case *NonDeterminismError:
 			oc, werr = outNonDeterminism, p
-		case *linkedExit:
-			oc, werr = outDone, p
 		case infraPanic:
-			oc, crash, infra = outCrash, "store: "+p.err.Error(), true
+			oc, crash, infra = outCrash, fmt.Errorf("store: %w", p.err), transient(p.err)
+		case workflowPanic:
+			oc, crash = outCrash, p.err
 		default:
-			oc, crash = outCrash, fmt.Sprintf("panic: %v\n%s", r, debug.Stack())
+			oc, crash = outCrash, &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}
 		}
 	}()
-	if len(a.history) == 0 || a.history[0].Kind != evStarted {
+	if len(a.history) == 0 || a.history[0].Kind != EventStarted {
 		panic(&NonDeterminismError{Expected: "started", Got: "history without a start event"})
+	}
+	if c := a.history[0].Ref; c != "" && c != a.sys.codec.Name() {
+		panic(&NonDeterminismError{Seq: 0, Expected: "history written with codec " + c, Got: "codec " + a.sys.codec.Name()})
 	}
 	for {
 		a.pos = 1
-		out, werr = a.def.run(a.ctx, a.history[0].Payload)
+		out, werr = a.runWorkflow()
 		var r *recurSignal
 		if errors.As(werr, &r) {
 			a.recur(r.input)
@@ -263,8 +355,38 @@ func (a *activation) execute() (out []byte, oc outcome, crash string, infra bool
 		if werr != nil && len(a.comps) > 0 {
 			a.compensate()
 		}
-		return out, outDone, "", false, werr
+		return out, outDone, nil, false, werr
 	}
+}
+
+// runWorkflow calls the workflow function once. A linked child's failure
+// (which unwinds from any wait) becomes its error, so that the saga's
+// compensations still run; a panic keeps the stack where it happened.
+func (a *activation) runWorkflow() (out []byte, err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		switch p := r.(type) {
+		case *linkedExit:
+			err = p
+		case stopPanic, replayDone, *NonDeterminismError, infraPanic, workflowPanic:
+			panic(r)
+		default:
+			panic(workflowPanic{err: &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}})
+		}
+	}()
+	return a.def.run(a.ctx, a.history[0].Payload)
+}
+
+// transient says whether a store error may go away by itself (connection,
+// busy, closing), so that retrying without a budget is right. Anything else
+// the store rejects will be rejected again: it counts against the restart
+// budget, so the instance ends with the error instead of looping.
+func transient(err error) bool {
+	return !errors.Is(err, persistence.ErrInvalidRecord) && !errors.Is(err, ErrInvalidInput) &&
+		!errors.Is(err, persistence.ErrHistoryGap)
 }
 
 // compensation undoes one completed activity call (saga).
@@ -279,30 +401,32 @@ type compensation struct {
 // finished ones. A compensation that still fails after its retries is
 // recorded as failed and the rest still run.
 func (a *activation) compensate() {
-	if _, ok := a.next(evCompensating, ""); !ok {
-		a.record(persistence.Event{Kind: evCompensating})
+	a.cancelActivities()
+	a.immediate(EventCompensating, "", "", func() persistence.Event {
+		e := a.recordNow(persistence.Event{Kind: EventCompensating})
 		a.pending.Status = persistence.StatusCompensating
 		a.flush()
-	}
+		return e
+	})
 	for i := len(a.comps) - 1; i >= 0; i-- {
 		c := a.comps[i]
-		if e, ok := a.next(evCompensation, c.name); ok {
-			if e.Ref != c.id {
-				panic(&NonDeterminismError{Seq: e.Seq, Expected: "compensation " + e.Ref, Got: "compensation " + c.id})
+		e := a.immediate(EventCompensation, c.name, "", func() persistence.Event {
+			err := a.runCompensation(c)
+			if a.stopped() {
+				panic(stopPanic{reason: "stopping"})
 			}
-			continue
+			ev := persistence.Event{Kind: EventCompensation, Name: c.name, Ref: c.id}
+			if err != nil {
+				ev.Error = a.sys.recordError(err).marshal()
+				a.hook(HookEvent{Kind: HookCompensationFailed, Name: c.name, Ref: c.id, Err: err})
+			}
+			e := a.recordNow(ev)
+			a.flush()
+			return e
+		})
+		if e.Ref != c.id {
+			a.nondet(e, "compensation of "+c.id)
 		}
-		err := a.runCompensation(c)
-		if a.stopped() {
-			panic(stopPanic{reason: "stopping"})
-		}
-		ev := persistence.Event{Kind: evCompensation, Name: c.name, Ref: c.id}
-		if err != nil {
-			ev.Error = err.Error()
-			a.sys.log.Warn("compensation failed", "instance", a.id, "activity", c.id, "err", err)
-		}
-		a.record(ev)
-		a.flush()
 	}
 }
 
@@ -312,14 +436,14 @@ func (a *activation) runCompensation(c compensation) error {
 		err := func() (err error) {
 			defer func() {
 				if r := recover(); r != nil {
-					err = fmt.Errorf("compensation of %s panicked: %v", c.id, r)
+					err = &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}
 				}
 			}()
-			ctx := context.WithValue(a.runCtx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: "compensate:" + c.id,
+			ctx := context.WithValue(a.sys.ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: "compensate:" + c.id,
 				IdempotencyKey: a.id + "/compensate:" + c.id, Attempt: n})
 			return c.run(ctx)
 		}()
-		if err == nil || a.runCtx.Err() != nil {
+		if err == nil || a.sys.ctx.Err() != nil {
 			return err
 		}
 		wait, retry := c.retry.Next(n, time.Since(start), err)
@@ -329,7 +453,7 @@ func (a *activation) runCompensation(c compensation) error {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-a.runCtx.Done():
+		case <-a.stopCh:
 			t.Stop()
 			return err
 		}
@@ -344,45 +468,75 @@ func (r *recurSignal) Error() string { return "norn: continue as new" }
 // recur ends the current run and starts the next with the same PID: history
 // starts over with the new input; mailbox and subscriptions carry over.
 func (a *activation) recur(input []byte) {
+	if a.replaying() {
+		// The previous run's history is gone once its recur committed, so
+		// replay never reaches here; be safe anyway.
+		a.nondet(a.history[a.pos], "continue as new")
+	}
+	a.cancelActivities()
+	a.endAttempts()
+	a.newRun(a.sys.ctx)
+	a.inflight = 0
 	step := a.pending
-	step.History = []persistence.Event{{Seq: 0, Kind: evStarted, Name: a.def.Name(), Payload: input, At: time.Now()}}
+	step.History = []persistence.Event{{Seq: 0, Kind: EventStarted, Name: a.def.Name(), Ref: a.sys.codec.Name(), Payload: input, At: time.Now()}}
 	step.ResetHistory = true
 	a.pending = step
 	a.seq = 0
 	a.flush()
 	a.history = step.History
-	a.pos, a.seq = 1, 1
-	a.comps = nil
+	a.pos, a.seq, a.live = 1, 1, false
+	a.comps, a.cmds, a.order, a.deferred = nil, map[string]*command{}, nil, nil
+	a.index = map[string]int{}
 	clear(a.counters)
 }
 
 // finish commits the instance's end. It reports whether the end is durable.
-func (a *activation) finish(status persistence.Status, out []byte, msg string) bool {
-	kind := map[persistence.Status]string{persistence.StatusCompleted: evCompleted,
-		persistence.StatusFailed: evFailed, persistence.StatusCancelled: evCancelled}[status]
+func (a *activation) finish(status persistence.Status, out []byte, werr error) bool {
+	if a.replayOnly {
+		return false
+	}
+	s := a.sys
+	kind := map[persistence.Status]string{persistence.StatusCompleted: EventCompleted,
+		persistence.StatusFailed: EventFailed, persistence.StatusCancelled: EventCancelled}[status]
 	// Linked children end with their parent. Asked before the end commits,
 	// so that a crash in between asks again on the next try.
 	for _, child := range a.children {
-		err := a.sys.Cancel(a.sys.ctx, PID(child), "parent "+a.id+" ended")
+		err := s.Cancel(s.ctx, PID(child), "parent "+a.id+" ended")
 		if err != nil && !errors.Is(err, persistence.ErrInstanceDone) && !errors.Is(err, persistence.ErrNotFound) {
-			a.crashed("store: "+err.Error(), true)
-			return false
+			_, _, done := a.crashed(fmt.Errorf("store: %w", err), true)
+			return done
 		}
 	}
-	a.record(persistence.Event{Kind: kind, Name: a.def.Name(), Payload: out, Error: msg})
+	var msg, recJSON string
+	if werr != nil {
+		rec := s.recordError(werr)
+		msg = oneLine(werr.Error())
+		var le *linkedExit
+		if errors.As(werr, &le) {
+			rec = &errorRecord{Kind: "error", Message: msg}
+		}
+		recJSON = rec.marshal()
+		if status == persistence.StatusFailed {
+			out = []byte(recJSON)
+		}
+	}
+	a.record(persistence.Event{Kind: kind, Name: a.def.Name(), Payload: out, Error: recJSON})
+	msg = cleanText(msg)
 	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
 	// The parent and the monitors learn of our end in the same transaction
 	// (a monitor channel without subscribers drops the message).
-	down, _ := json.Marshal(mailbox.Down{PID: PID(a.id), Status: string(status), Error: msg, Output: out})
+	down, _ := JSON{}.Marshal(mailbox.Down{PID: PID(a.id), Status: string(status), Error: msg, Output: out})
+	downType := messageType(mailbox.Down{})
 	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.MonitorChannel(PID(a.id)),
-		Sender: a.id, Payload: down})
+		Sender: a.id, Type: downType, Payload: down})
 	if a.inst.Parent != "" {
 		a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
-			Target: a.inst.Parent, Sender: a.id, Payload: down})
+			Target: a.inst.Parent, Sender: a.id, Type: downType, Payload: down})
 	}
 	if err := a.commit(); err != nil {
-		if !errors.Is(err, persistence.ErrFenced) && a.sys.ctx.Err() == nil {
-			a.crashed("store: "+err.Error(), true)
+		if !errors.Is(err, persistence.ErrFenced) && s.ctx.Err() == nil {
+			_, _, done := a.crashed(fmt.Errorf("store: %w", err), true)
+			return done
 		}
 		return false
 	}
@@ -391,176 +545,72 @@ func (a *activation) finish(status persistence.Status, out []byte, msg string) b
 	he := HookEvent{Kind: HookInstanceCompleted}
 	switch status {
 	case persistence.StatusFailed:
-		he = HookEvent{Kind: HookInstanceFailed, Err: errors.New(msg)}
+		he = HookEvent{Kind: HookInstanceFailed, Err: werr}
 	case persistence.StatusCancelled:
-		he = HookEvent{Kind: HookInstanceCancelled, Err: errors.New(msg)}
+		he = HookEvent{Kind: HookInstanceCancelled, Err: werr}
 	}
 	a.hook(he)
 	a.final.LeaseOwner, a.final.HistoryLen, a.final.UpdatedAt = "", a.seq, time.Now()
-	if status == persistence.StatusFailed {
-		a.sys.log.Warn("instance failed", "instance", a.id, "workflow", a.def.Name(), "err", msg)
-	}
 	return true
 }
 
 // crashed handles a panic or a store failure. A panic restarts the
-// activation from history after a back-off, within the workflow's restart
-// budget; past it, the instance fails. A store failure (store down, lost
-// connection) is not the workflow's fault: it is retried until the store
-// answers again, whatever the budget.
+// instance from history after a back-off, within the workflow's restart
+// budget (intensity over a period, counted in the store so that it holds
+// across processes); past it, the instance fails. A transient store failure
+// (store down, lost connection) is not the workflow's fault: it is retried
+// until the store answers again, whatever the budget.
 //
-// It reports whether the instance ended (budget exhausted, failure committed).
-func (a *activation) crashed(reason string, infra bool) bool {
+// It returns the back-off, whether to execute again, and whether the
+// instance ended.
+func (a *activation) crashed(reason error, infra bool) (time.Duration, bool, bool) {
 	s := a.sys
-	if s.ctx.Err() != nil {
-		return false
+	if s.ctx.Err() != nil || a.replayOnly {
+		return 0, false, false
 	}
-	delay := storeRetryDelay()
-	if !infra {
-		var ok bool
-		if delay, ok = s.restartDecision(a.id, a.def); !ok {
-			s.log.Error("instance exhausted its restart budget", "instance", a.id, "reason", reason)
-			a.seq -= int64(len(a.pending.History))
-			a.pending = persistence.Step{}
-			clear(a.consumed)
-			return a.finish(persistence.StatusFailed, nil, "restart budget exhausted: "+reason)
+	a.seq -= int64(len(a.pending.History))
+	a.pending = persistence.Step{}
+	clear(a.consumed)
+	if infra {
+		delay := storeRetryDelay()
+		s.log.Warn("store failure; restarting from history", "instance", a.id, "in", delay, "err", oneLine(reason.Error()))
+		a.hook(HookEvent{Kind: HookInstanceRestarted, Err: reason, Duration: delay})
+		return delay, true, false
+	}
+	now := time.Now()
+	p := a.def.restartPolicy()
+	var recent []time.Time
+	for _, t := range a.inst.RecentRestarts {
+		if now.Sub(t) <= p.Period {
+			recent = append(recent, t)
 		}
 	}
-	s.log.Warn("activation crashed; restarting from history", "instance", a.id, "in", delay, "reason", reason)
-	a.hook(HookEvent{Kind: HookInstanceRestarted, Err: errors.New(reason), Duration: delay})
-	_, _ = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: !infra, ReleaseLease: true})
-	s.wakeLater(a.id, delay)
-	return false
+	delay, ok := p.Decide(recent, now)
+	if !ok {
+		s.log.Info("instance exhausted its restart budget", "instance", a.id, "reason", oneLine(reason.Error()))
+		return 0, false, a.finish(persistence.StatusFailed, nil, &budgetError{cause: reason})
+	}
+	log := append(recent, now)
+	if _, err := s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: true, RestartLog: log}); err != nil {
+		if errors.Is(err, persistence.ErrFenced) || s.ctx.Err() != nil {
+			return 0, false, false
+		}
+		return storeRetryDelay(), true, false
+	}
+	a.inst.RecentRestarts = log
+	a.hook(HookEvent{Kind: HookInstanceRestarted, Err: reason, Duration: delay})
+	return delay, true, false
 }
+
+// budgetError ends an instance whose restart budget ran out.
+type budgetError struct{ cause error }
+
+func (e *budgetError) Error() string { return "restart budget exhausted: " + oneLine(e.cause.Error()) }
+func (e *budgetError) Unwrap() error { return e.cause }
 
 // storeRetryDelay spaces attempts to reach a failing store.
 func storeRetryDelay() time.Duration {
 	return time.Duration(float64(time.Second) * (0.75 + 0.5*mrand.Float64()))
-}
-
-// next returns the next recorded event if replay is still going on; a
-// recorded event of another kind or name is a NonDeterminismError.
-func (a *activation) next(kind, name string) (persistence.Event, bool) {
-	if a.pos >= len(a.history) {
-		return persistence.Event{}, false
-	}
-	e := a.history[a.pos]
-	if e.Kind != kind || e.Name != name {
-		panic(&NonDeterminismError{Seq: e.Seq, Expected: e.Kind + " " + e.Name, Got: kind + " " + name})
-	}
-	a.pos++
-	return e, true
-}
-
-// peek returns the next recorded event without consuming it.
-func (a *activation) peek() (persistence.Event, bool) {
-	if a.pos >= len(a.history) {
-		return persistence.Event{}, false
-	}
-	return a.history[a.pos], true
-}
-
-func (a *activation) nextID(name string) string {
-	a.counters[name]++
-	return name + ":" + strconv.Itoa(a.counters[name])
-}
-
-// record appends a new event to the pending step.
-func (a *activation) record(e persistence.Event) {
-	e.Seq = a.seq
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	a.seq++
-	a.pending.History = append(a.pending.History, e)
-}
-
-// mark is a point in the pending step to go back to.
-type mark struct {
-	step persistence.Step
-	seq  int64
-}
-
-func (a *activation) mark() mark { return mark{step: a.pending, seq: a.seq} }
-
-func (a *activation) restore(m mark) {
-	for _, seq := range a.pending.Consume[len(m.step.Consume):] {
-		delete(a.consumed, seq)
-	}
-	a.pending, a.seq = m.step, m.seq
-}
-
-func (a *activation) pendingEmpty() bool {
-	p := &a.pending
-	return len(p.History) == 0 && len(p.Consume) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
-		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == ""
-}
-
-// commit applies the pending step and returns the store's error.
-func (a *activation) commit() error {
-	if a.pendingEmpty() {
-		return nil
-	}
-	step := a.pending
-	step.Instance, step.Epoch = a.id, a.epoch
-	res, err := a.sys.store.Apply(a.sys.ctx, step)
-	if err != nil {
-		return err
-	}
-	a.pending = persistence.Step{}
-	clear(a.consumed)
-	a.sys.afterCommit(a.id, &step, res)
-	return nil
-}
-
-// flush commits the pending step; a failure unwinds the workflow goroutine
-// (lost lease: stop; anything else: crash and restart from history).
-func (a *activation) flush() {
-	if err := a.commit(); err != nil {
-		a.fail(err)
-	}
-}
-
-func (a *activation) fail(err error) {
-	if errors.Is(err, persistence.ErrFenced) || a.sys.ctx.Err() != nil {
-		panic(stopPanic{reason: err.Error()})
-	}
-	panic(infraPanic{err: err})
-}
-
-// isUserError says whether a failed step was rejected for what the workflow
-// asked (which the workflow gets back as an error) rather than for the
-// store's state.
-func isUserError(err error) bool {
-	return errors.Is(err, persistence.ErrChannelMode) || errors.Is(err, persistence.ErrNotFound) ||
-		errors.Is(err, persistence.ErrInstanceDone) || errors.Is(err, persistence.ErrInvalidRecord)
-}
-
-// park flushes and waits for a wake-up. It returns ErrCancelled once the
-// instance is cancelled; shutdown and passivation unwind the goroutine.
-func (a *activation) park() error {
-	a.flush()
-	if a.isCancelled() {
-		return ErrCancelled
-	}
-	idle := time.NewTimer(a.sys.cfg.PassivateAfter)
-	defer idle.Stop()
-	for {
-		select {
-		case <-a.wakeCh:
-			return nil
-		case <-a.cancelCh:
-			a.cancelled = true
-			return ErrCancelled
-		case <-a.stopCh:
-			panic(stopPanic{reason: "stopping"})
-		case <-idle.C:
-			if a.passivate() {
-				panic(stopPanic{reason: "passivated"})
-			}
-			idle.Reset(a.sys.cfg.PassivateAfter)
-		}
-	}
 }
 
 // passivate gives the instance back to the store (status waiting, no lease)

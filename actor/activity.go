@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -21,11 +22,19 @@ type callConfig struct{ id string }
 // deterministic "name:N".
 func WithActivityID(id string) CallOption { return func(c *callConfig) { c.id = id } }
 
-// Run calls the activity from a workflow. The first time, it runs the
-// function (with the retry policy and timeout) and records the outcome; on
-// replay it returns the recorded outcome without running anything.
+// Run calls the activity from a workflow and waits for its outcome. The
+// first time, it runs the function (with the retry policy and timeout) and
+// records the outcome; on replay it returns the recorded outcome without
+// running anything. Either way the result is decoded from what was
+// recorded, so the first run and every replay see the same value.
 func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out, error) {
-	var zero Out
+	return d.Go(ctx, in, opts...).Get(ctx)
+}
+
+// Go starts the activity and returns at once with a Future of its outcome,
+// so that a workflow can run several activities at the same time and wait
+// for all of them (WaitAll) or the first (Select).
+func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Future[Out] {
 	a := ctx.a
 	var cc callConfig
 	for _, o := range opts {
@@ -35,158 +44,276 @@ func (d *ActivityDef[In, Out]) Run(ctx *Context, in In, opts ...CallOption) (Out
 	if cc.id != "" {
 		id = cc.id
 	}
-	// Retry waits recorded by earlier activations of this call.
-	state := retryState{attempt: 1, start: time.Now()}
-	for {
-		e, ok := a.peek()
-		if !ok || e.Kind != evRetry || e.Name != d.name || e.Ref != id {
-			break
-		}
-		a.pos++
-		var r retryRecord
-		if err := json.Unmarshal(e.Payload, &r); err != nil {
-			panic(infraPanic{err: fmt.Errorf("recorded retry of %s: %w", id, err)})
-		}
-		state = retryState{attempt: r.Attempt + 1, start: r.Start}
-		if err := a.awaitTimer(r.Timer, r.timerRecord); err != nil {
-			return zero, err
-		}
+	if a.observeCancel() {
+		return failedFuture[Out](a, ErrCancelled)
 	}
-	if e, ok := a.next(evActivity, d.name); ok {
-		if e.Ref != id {
-			panic(&NonDeterminismError{Seq: e.Seq, Expected: "activity " + e.Ref, Got: "activity " + id})
-		}
-		if e.Error != "" {
-			return zero, &ActivityError{Activity: d.name, ID: id, Message: e.Error}
-		}
-		out, err := decode[Out](e.Payload)
+	input, err := a.sys.encode(in)
+	if err != nil {
+		return failedFuture[Out](a, err)
+	}
+	call := &activityCall{name: d.name, id: id, digest: digest(input), retry: d.retry,
+		run:     func(ctx context.Context) (any, error) { return d.fn(ctx, in) },
+		timeout: d.timeout}
+	call.encode = func(v any) ([]byte, error) {
+		b, err := a.sys.encode(v.(Out))
 		if err != nil {
-			panic(infraPanic{err: fmt.Errorf("recorded result of %s does not decode as %s: %w", id, typeName[Out](), err)})
+			return nil, err
 		}
-		d.completed(a, id, in, out)
+		// What cannot be read back must not be recorded: replay would fail.
+		if _, derr := decodeWith[Out](a.sys.codec, b); derr != nil {
+			return nil, fmt.Errorf("%w: result %T does not decode back: %v", ErrInvalidInput, v, derr)
+		}
+		return b, nil
+	}
+	c := &command{key: "a:" + id, act: call}
+	c.resolve = func(e persistence.Event) (any, error) {
+		if e.Error != "" {
+			return nil, a.eventError(e)
+		}
+		out, err := decodeWith[Out](a.sys.codec, e.Payload)
+		if err != nil {
+			panic(&NonDeterminismError{Seq: e.Seq, Expected: "activity " + id + " result", Got: "a value that does not decode as " + typeName[Out]() + ": " + err.Error()})
+		}
+		if d.compensation != nil {
+			a.comps = append(a.comps, compensation{name: d.name, id: id, retry: d.retry,
+				run: func(ctx context.Context) error { return d.compensation(ctx, in, out) }})
+		}
 		return out, nil
 	}
-	if a.isCancelled() {
-		return zero, ErrCancelled
+	a.add(c)
+	f := &Future[Out]{a: a, c: c}
+	if a.replaying() {
+		// Check the call against what history recorded for it now, before
+		// anything runs; its outcome (if recorded) resolves it later.
+		if i, ok := a.index[c.key]; ok && i >= a.pos {
+			e := a.history[i]
+			if e.Name != d.name || (e.Digest != "" && e.Digest != call.digest) {
+				a.nondet(e, "activity "+d.name+" ("+id+") with another input")
+			}
+		}
+		call.deferred = true
+		a.deferred = append(a.deferred, c)
+		return f
 	}
-	// What the workflow did before the call becomes visible before the call's
-	// side effects start.
-	a.flush()
-	out, err := d.attempt(a, id, in, state)
-	if errors.Is(err, ErrCancelled) {
-		return zero, err
-	}
-	if a.stopped() {
-		panic(stopPanic{reason: "stopping"})
-	}
-	if a.isCancelled() && errors.Is(err, context.Canceled) {
-		return zero, ErrCancelled
-	}
-	ev := persistence.Event{Kind: evActivity, Name: d.name, Ref: id}
-	if err != nil {
-		ev.Error = err.Error()
-	} else if ev.Payload, err = encode(out); err != nil {
-		ev.Error = err.Error()
-	}
-	a.record(ev)
-	a.flush()
-	if ev.Error != "" {
-		return zero, &ActivityError{Activity: d.name, ID: id, Message: ev.Error, Terminal: supervisor.IsTerminal(err)}
-	}
-	d.completed(a, id, in, out)
-	return out, nil
+	call.started = true
+	a.startAttempt(c)
+	return f
 }
 
-// completed remembers a finished call of a compensable activity.
-func (d *ActivityDef[In, Out]) completed(a *activation, id string, in In, out Out) {
-	if d.compensation == nil {
-		return
-	}
-	a.comps = append(a.comps, compensation{name: d.name, id: id, retry: d.retry,
-		run: func(ctx context.Context) error { return d.compensation(ctx, in, out) }})
+// activityCall is the live state of one activity call.
+type activityCall struct {
+	name, id string
+	digest   string
+	retry    supervisor.RetryPolicy
+	timeout  time.Duration
+	run      func(context.Context) (any, error)
+	encode   func(any) ([]byte, error)
+
+	deferred bool      // issued during replay; starts when replay ends
+	started  bool      // attempts may run
+	running  bool      // an attempt is running
+	attempt  int       // attempts made (recorded)
+	first    time.Time // when the first attempt started
+	nextAt   time.Time // earliest start of the next attempt
+	durable  bool      // a durable timer covers the wait for nextAt
+	timerID  string
 }
 
-type retryState struct {
-	attempt int
-	start   time.Time
-}
-
-// retryRecord is a durable retry wait in history.
+// retryRecord is a failed attempt in history.
 type retryRecord struct {
-	timerRecord
 	Attempt int       `json:"attempt"`
-	Start   time.Time `json:"start"`
-	Timer   string    `json:"timer"`
+	Start   time.Time `json:"start"` // first attempt's start (for MaxDuration)
+	Next    time.Time `json:"next"`  // next attempt not before
+	Timer   string    `json:"timer,omitempty"`
 	Error   string    `json:"error"`
 }
 
-// attempt runs the function until it succeeds or the retry policy gives up.
-// Short back-offs sleep in memory; long ones wait on a durable timer.
-func (d *ActivityDef[In, Out]) attempt(a *activation, id string, in In, st retryState) (Out, error) {
-	for n := st.attempt; ; n++ {
-		out, err := d.once(a, id, in, n)
-		if err == nil {
-			return out, nil
-		}
-		if a.runCtx.Err() != nil || a.isCancelled() {
-			return out, context.Canceled
-		}
-		wait, retry := d.retry.Next(n, time.Since(st.start), err)
-		if !retry {
-			if supervisor.IsTerminal(err) || n == 1 {
-				return out, err
-			}
-			return out, &supervisor.RetryExhaustedError{Attempts: n, Last: err}
-		}
-		a.hook(HookEvent{Kind: HookActivityRetried, Name: d.name, Ref: id, Attempt: n, Err: err, Duration: wait})
-		if wait >= a.sys.cfg.DurableBackoff {
-			r := retryRecord{timerRecord: timerRecord{Due: time.Now().Add(wait), Stored: true}, Attempt: n, Start: st.start,
-				Timer: "retry:" + id + ":" + strconv.Itoa(n), Error: err.Error()}
-			b, _ := json.Marshal(r)
-			a.record(persistence.Event{Kind: evRetry, Name: d.name, Ref: id, Payload: b})
-			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.Timer, Due: r.Due})
-			if werr := a.awaitTimer(r.Timer, r.timerRecord); werr != nil {
-				return out, werr
-			}
-			a.flush()
-			continue
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-a.runCtx.Done():
-			t.Stop()
-			return out, context.Canceled
-		case <-a.cancelCh:
-			t.Stop()
-			a.cancelled = true
-			return out, context.Canceled
-		}
+// advance applies a recorded failed attempt.
+func (c *activityCall) advance(a *activation, e persistence.Event) {
+	var r retryRecord
+	if err := json.Unmarshal(e.Payload, &r); err != nil {
+		panic(&NonDeterminismError{Seq: e.Seq, Expected: "a readable retry record", Got: err.Error()})
 	}
+	c.attempt, c.first, c.nextAt, c.timerID, c.durable = r.Attempt, r.Start, r.Next, r.Timer, r.Timer != ""
 }
 
-func (d *ActivityDef[In, Out]) once(a *activation, id string, in In, attempt int) (out Out, err error) {
-	ctx, cancel := context.WithCancel(a.runCtx)
-	if d.timeout > 0 {
-		cancel()
-		ctx, cancel = context.WithTimeout(a.runCtx, d.timeout)
-	}
-	defer cancel()
-	a.mu.Lock()
-	a.actCancel = cancel
-	a.mu.Unlock()
-	a.hook(HookEvent{Kind: HookActivityStarted, Name: d.name, Ref: id, Attempt: attempt})
-	start := time.Now()
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("activity %s panicked: %v", id, r)
+// ready says whether the next attempt may start now.
+func (c *activityCall) ready(now time.Time) bool {
+	return c.started && !c.running && !now.Before(c.nextAt)
+}
+
+// startDeferred starts the activities that were issued while replaying and
+// whose outcome history does not hold: they were in flight when the last
+// activation ended.
+func (a *activation) startDeferred() {
+	for _, c := range a.deferred {
+		if c.done {
+			continue
 		}
-		a.mu.Lock()
-		a.actCancel = nil
-		a.mu.Unlock()
-		a.hook(HookEvent{Kind: HookActivityFinished, Name: d.name, Ref: id, Attempt: attempt, Err: err, Duration: time.Since(start)})
+		c.act.started = true
+		if c.act.ready(time.Now()) && !a.cancelRequested() {
+			a.startAttempt(c)
+		}
+	}
+	a.deferred = nil
+}
+
+// attemptResult is what an attempt's goroutine reports.
+type attemptResult struct {
+	c   *command
+	n   int
+	out any
+	err error
+}
+
+// startAttempt runs the next attempt of c in a goroutine of its own. What
+// the workflow recorded before is committed first, so that it is visible
+// before the attempt's side effects start.
+func (a *activation) startAttempt(c *command) {
+	if a.replayOnly {
+		panic(replayDone{})
+	}
+	call := c.act
+	a.flush()
+	call.running = true
+	if call.attempt == 0 {
+		call.first = time.Now()
+	}
+	if call.durable {
+		a.pending.CancelTimers = append(a.pending.CancelTimers, call.timerID)
+		call.durable, call.timerID = false, ""
+	}
+	n := call.attempt + 1
+	a.mu.Lock()
+	runCtx := a.runCtx
+	a.mu.Unlock()
+	ctx, cancel := context.WithCancel(runCtx)
+	a.mu.Lock()
+	a.actCtl[c] = cancel
+	a.mu.Unlock()
+	a.inflight++
+	a.runners.Add(1)
+	go func() {
+		defer a.runners.Done()
+		defer cancel()
+		out, err := a.attempt(ctx, call, n)
+		select {
+		case a.inbox <- attemptResult{c: c, n: n, out: out, err: err}:
+		case <-runCtx.Done():
+		}
 	}()
-	ctx = context.WithValue(ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: id,
-		IdempotencyKey: a.id + "/" + id, Attempt: attempt})
-	return d.fn(ctx, in)
+}
+
+// abandonGrace is how long an attempt whose context ended may take to
+// return before it is abandoned (left running, reported through Hooks).
+const abandonGrace = 500 * time.Millisecond
+
+// attempt runs one attempt with its timeout. The function runs on a
+// goroutine of its own so that one ignoring its context cannot hold the
+// workflow: past the timeout (or a cancel, or shutdown) and a short grace it
+// is abandoned.
+func (a *activation) attempt(ctx context.Context, call *activityCall, n int) (any, error) {
+	if call.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, call.timeout)
+		defer cancel()
+	}
+	ctx = context.WithValue(ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: call.id,
+		IdempotencyKey: a.id + "/" + call.id, Attempt: n})
+	a.hook(HookEvent{Kind: HookActivityStarted, Name: call.name, Ref: call.id, Attempt: n})
+	start := time.Now()
+	type result struct {
+		out any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{err: &PanicError{Value: fmt.Sprint(p), Stack: string(debug.Stack())}}
+			}
+			done <- r
+		}()
+		r.out, r.err = call.run(ctx)
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		grace := time.NewTimer(abandonGrace)
+		select {
+		case r = <-done:
+			grace.Stop()
+		case <-grace.C:
+			r = result{err: ctx.Err()}
+			a.hook(HookEvent{Kind: HookActivityAbandoned, Name: call.name, Ref: call.id, Attempt: n, Err: ctx.Err(), Duration: time.Since(start)})
+		}
+	}
+	if r.err != nil && call.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && isCtxErr(r.err) {
+		r.err = fmt.Errorf("%w after %v: %w", ErrActivityTimeout, call.timeout, r.err)
+	}
+	a.hook(HookEvent{Kind: HookActivityFinished, Name: call.name, Ref: call.id, Attempt: n, Err: r.err, Duration: time.Since(start)})
+	return r.out, r.err
+}
+
+// outcome records what an attempt reported: the result, the failure, or
+// the failed attempt and the wait before the next one.
+func (a *activation) outcome(o attemptResult) {
+	c, call := o.c, o.c.act
+	a.inflight--
+	call.running = false
+	a.mu.Lock()
+	delete(a.actCtl, c)
+	a.mu.Unlock()
+	call.attempt = o.n
+	if c.done || a.runCtx.Err() != nil {
+		return
+	}
+	if o.err != nil && isCtxErr(o.err) && !errors.Is(o.err, ErrActivityTimeout) && a.cancelRequested() {
+		// Cut short by the instance's cancel: not an outcome of the call.
+		call.started = false
+		return
+	}
+	ev := persistence.Event{Kind: EventActivity, Name: call.name, Ref: call.id, Digest: call.digest}
+	err := o.err
+	if err == nil {
+		b, eerr := call.encode(o.out)
+		if eerr == nil {
+			ev.Payload = b
+			a.record(ev)
+			a.apply(c, a.pending.History[len(a.pending.History)-1])
+			// Commit the result now: work done is not redone if the
+			// workflow crashes before its next wait.
+			a.flush()
+			return
+		}
+		err = supervisor.Terminal(eerr)
+	}
+	wait, retry := call.retry.Next(o.n, time.Since(call.first), err)
+	if retry && a.sys.ctx.Err() == nil {
+		a.hook(HookEvent{Kind: HookActivityRetried, Name: call.name, Ref: call.id, Attempt: o.n, Err: err, Duration: wait})
+		r := retryRecord{Attempt: o.n, Start: call.first, Next: time.Now().Add(wait), Error: oneLine(err.Error())}
+		if wait >= a.sys.cfg.DurableBackoff {
+			r.Timer = "retry:" + call.id + ":" + strconv.Itoa(o.n)
+			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.Timer, Due: r.Next})
+		}
+		b, _ := json.Marshal(r)
+		a.record(persistence.Event{Kind: EventActivityRetry, Name: call.name, Ref: call.id, Digest: call.digest, Payload: b})
+		call.advance(a, a.pending.History[len(a.pending.History)-1])
+		return
+	}
+	rec := a.sys.recordError(err)
+	ae := &errorRecord{Kind: "activity", Activity: call.name, ID: call.id, Type: rec.Type, Message: rec.Message,
+		Code: rec.Code, Details: rec.Details, Terminal: supervisor.IsTerminal(err), Attempts: o.n,
+		Timeout: errors.Is(err, ErrActivityTimeout)}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		ae.Stack = pe.Stack
+		ae.Message = pe.Error()
+	}
+	ev.Error = ae.marshal()
+	a.record(ev)
+	a.apply(c, a.pending.History[len(a.pending.History)-1])
+	a.flush()
 }

@@ -107,10 +107,10 @@ func TestChainCompletes(t *testing.T) {
 	for _, e := range info.History {
 		kinds = append(kinds, e.Kind+":"+e.Ref)
 	}
-	if fmt.Sprint(kinds) != "[started: activity:double:1 activity:add:1 activity:double:2 completed:]" {
+	if fmt.Sprint(kinds) != "[started:json activity:double:1 activity:add:1 activity:double:2 completed:]" {
 		t.Fatalf("history = %v", kinds)
 	}
-	if info.Status != persistence.StatusCompleted || info.LeaseOwner != "" {
+	if info.Status != persistence.StatusCompleted || info.Node != "" {
 		t.Fatalf("info = %+v", info.Instance)
 	}
 

@@ -2,14 +2,12 @@ package actor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
-	"github.com/nornlabs/norn/supervisor"
 )
 
 // SpawnOption configures Spawn.
@@ -37,14 +35,14 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	if wf == nil {
 		return "", fmt.Errorf("%w: nil workflow", ErrUnknownWorkflow)
 	}
-	if err := sys.registered(wf); err != nil {
+	if err := sys.checkRegistered(wf); err != nil {
 		return "", err
 	}
 	var cfg spawnConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	input, err := encode(in)
+	input, err := sys.encode(in)
 	if err != nil {
 		return "", err
 	}
@@ -62,9 +60,9 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	return pid, err
 }
 
-// registered checks that def is the definition this node registered under
+// checkRegistered checks that def is the definition this node registered under
 // its name (the System runs the registered value, not the one given).
-func (s *System) registered(def Definition) error {
+func (s *System) checkRegistered(def Definition) error {
 	got, ok := s.defs[def.Name()]
 	switch {
 	case !ok:
@@ -122,7 +120,7 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 	if held {
 		inst.LeaseOwner, inst.LeaseEpoch, inst.LeaseExpires = s.cfg.NodeID, 1, now.Add(s.cfg.LeaseTTL)
 	}
-	started := persistence.Event{Seq: 0, Kind: evStarted, Name: def.Name(), Payload: input, At: now}
+	started := persistence.Event{Seq: 0, Kind: EventStarted, Name: def.Name(), Ref: s.codec.Name(), Payload: input, At: now}
 	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, History: []persistence.Event{started}})
 	switch {
 	case err != nil:
@@ -159,7 +157,7 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 // restart or on another node.
 func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], pid PID) (Out, error) {
 	var zero Out
-	inst, err := sys.AwaitDone(ctx, pid)
+	inst, err := sys.awaitDone(ctx, pid)
 	if err != nil {
 		return zero, err
 	}
@@ -168,7 +166,7 @@ func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	}
 	switch inst.Status {
 	case persistence.StatusCompleted:
-		out, err := decode[Out](inst.Output)
+		out, err := decodeWith[Out](sys.codec, inst.Output)
 		if err != nil {
 			return zero, fmt.Errorf("norn: result of %s does not decode as %s: %w", pid, typeName[Out](), err)
 		}
@@ -176,7 +174,11 @@ func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	case persistence.StatusCancelled:
 		return zero, fmt.Errorf("%w: %s", ErrCancelled, inst.Error)
 	default:
-		return zero, &WorkflowError{Instance: string(pid), Message: inst.Error}
+		var cause error
+		if rec := parseErrorRecord(string(inst.Output)); rec != nil && len(inst.Output) > 0 {
+			cause = sys.rebuildError(rec)
+		}
+		return zero, &WorkflowError{Instance: string(pid), Message: inst.Error, cause: cause}
 	}
 }
 
@@ -185,7 +187,15 @@ func Await[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 const awaitPoll = time.Second
 
 // AwaitDone blocks until the instance has ended and returns its record.
-func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, error) {
+func (s *System) AwaitDone(ctx context.Context, pid PID) (Instance, error) {
+	inst, err := s.awaitDone(ctx, pid)
+	if err != nil {
+		return Instance{}, err
+	}
+	return s.instance(inst), nil
+}
+
+func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, error) {
 	id := string(pid)
 	t := time.NewTimer(awaitPoll)
 	defer t.Stop()
@@ -215,41 +225,6 @@ func (s *System) AwaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 	}
 }
 
-// InstanceInfo is what Inspect reports.
-type InstanceInfo struct {
-	persistence.Instance
-	History       []persistence.Event
-	MailboxDepth  int
-	Subscriptions []persistence.Subscription
-	// Active reports an activation of the instance on this node.
-	Active bool
-}
-
-// Inspect reads an instance's state, history and mailbox.
-func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
-	id := string(pid)
-	inst, err := s.store.Instance(ctx, id)
-	if err != nil {
-		return InstanceInfo{}, err
-	}
-	info := InstanceInfo{Instance: inst}
-	if info.History, err = s.store.History(ctx, id, 0); err != nil {
-		return info, err
-	}
-	msgs, err := s.store.Mailbox(ctx, id, 0)
-	if err != nil {
-		return info, err
-	}
-	info.MailboxDepth = len(msgs)
-	if info.Subscriptions, err = s.store.Subscriptions(ctx, id); err != nil {
-		return info, err
-	}
-	s.mu.Lock()
-	_, info.Active = s.acts[id]
-	s.mu.Unlock()
-	return info, nil
-}
-
 // Cancel asks the instance to end as cancelled. The request is durable when
 // Cancel returns; the instance's wait returns ErrCancelled and it ends
 // (Await reports ErrCancelled). Cancelling an ended instance fails with
@@ -269,27 +244,17 @@ func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
 	return nil
 }
 
-// SendOption configures Send, SendOn, Publish and PublishWith.
-type SendOption func(*sendConfig)
-
-type sendConfig struct {
-	id    string
-	hasID bool
-	dup   *bool
-}
-
-// WithMessageID gives the message a caller-chosen ID, which makes the call
+// WithMessageID gives the message a caller-chosen ID, which makes a call
+// from outside the workflows (System.Send, SendOn, Publish, PublishWith)
 // safe to retry: a message with an ID already used (within
-// Config.DedupeWindow) is not delivered again, whether by Send, SendOn,
-// Publish or PublishWith. Without it every call gets a fresh random ID and
-// no such check. The ID must not be empty.
-func WithMessageID(id string) SendOption {
-	return func(c *sendConfig) { c.id, c.hasID = id, true }
-}
+// Config.DedupeWindow) is not delivered again, whichever of them sent it.
+// Without it, or with an empty ID, every call gets a fresh random ID and no
+// such check.
+func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.id = id } }
 
 // Duplicate makes the call set *p: true if the message ID given with
 // WithMessageID had been used already, so that this call delivered nothing.
-func Duplicate(p *bool) SendOption { return func(c *sendConfig) { c.dup = p } }
+func Duplicate(p *bool) SendOption { return func(c *sendConfig) { c.duplicate = p } }
 
 // Send delivers msg to pid's mailbox; it returns once the message is durable.
 func (s *System) Send(ctx context.Context, pid PID, msg any, opts ...SendOption) error {
@@ -312,7 +277,8 @@ func (s *System) Publish(ctx context.Context, channel string, msg any, opts ...S
 	return s.PublishWith(ctx, channel, msg, nil, opts...)
 }
 
-// PublishWith is Publish with message metadata.
+// PublishWith is Publish with message metadata (non-nil, it takes the
+// place of a WithMetadata option).
 func (s *System) PublishWith(ctx context.Context, channel string, msg any, metadata map[string]string, opts ...SendOption) (string, error) {
 	if channel == "" {
 		return "", fmt.Errorf("%w: Publish needs a channel", ErrInvalidInput)
@@ -326,10 +292,7 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.hasID && cfg.id == "" {
-		return "", fmt.Errorf("%w: WithMessageID needs a non-empty ID", ErrInvalidInput)
-	}
-	payload, err := encode(msg)
+	payload, err := s.encode(msg)
 	if err != nil {
 		return "", err
 	}
@@ -340,8 +303,11 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 		return "", err
 	}
 	defer s.leave()
-	m.Payload = payload
-	if cfg.hasID {
+	m.Payload, m.Type = payload, messageType(msg)
+	if m.Metadata == nil {
+		m.Metadata = cfg.metadata
+	}
+	if cfg.id != "" {
 		m.ID, m.Dedupe = cfg.id, true
 	} else {
 		m.ID = newMessageID()
@@ -351,43 +317,33 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 	if err != nil {
 		return "", err
 	}
-	if cfg.dup != nil {
-		*cfg.dup = slices.Contains(res.Duplicates, m.ID)
+	if cfg.duplicate != nil {
+		*cfg.duplicate = slices.Contains(res.Duplicates, m.ID)
 	}
 	s.afterCommit("", &step, res)
 	return m.ID, nil
 }
 
+// ChannelStat summarises one channel.
+type ChannelStat struct {
+	Channel     string
+	Mode        Mode // empty if the channel has no subscribers
+	Subscribers int
+	Waiting     int // messages not yet consumed (queue plus per-subscriber copies)
+}
+
 // ChannelStats reports, per channel, its mode, subscribers and waiting messages.
-func (s *System) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, error) {
-	return s.store.ChannelStats(ctx)
+func (s *System) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
+	st, err := s.store.ChannelStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ChannelStat, len(st))
+	for i, c := range st {
+		out[i] = ChannelStat{Channel: c.Channel, Mode: c.Mode, Subscribers: c.Subscribers, Waiting: c.Waiting}
+	}
+	return out, nil
 }
 
 // Subscribers is re-exported for callers that only import actor.
 type Mode = mailbox.Mode
-
-// restartDecision applies the workflow's restart budget to the instance's
-// recent restarts on this node.
-func (s *System) restartDecision(id string, def Definition) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.restarts == nil {
-		s.restarts = map[string][]time.Time{}
-	}
-	now := time.Now()
-	p := def.restartPolicy()
-	recent := s.restarts[id]
-	for len(recent) > 0 && now.Sub(recent[0]) > p.Period {
-		recent = recent[1:]
-	}
-	d, ok := p.Decide(recent, now)
-	if ok {
-		s.restarts[id] = append(recent, now)
-	} else {
-		delete(s.restarts, id)
-	}
-	return d, ok
-}
-
-var _ = errors.Is
-var _ = supervisor.DefaultRestart

@@ -2,10 +2,10 @@ package actor
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/nornlabs/norn/mailbox"
@@ -41,29 +41,36 @@ func (c *Context) Logger() *slog.Logger {
 // Now is the current time, recorded on first execution and replayed after.
 func (c *Context) Now() time.Time {
 	a := c.a
-	if e, ok := a.next(evNow, ""); ok {
-		var t time.Time
-		if err := t.UnmarshalText(e.Payload); err != nil {
-			panic(infraPanic{err: fmt.Errorf("recorded time: %w", err)})
-		}
-		return t
+	e := a.immediate(EventNow, "", "", func() persistence.Event {
+		b, _ := time.Now().MarshalText()
+		return a.recordNow(persistence.Event{Kind: EventNow, Payload: b})
+	})
+	var t time.Time
+	if err := t.UnmarshalText(e.Payload); err != nil {
+		a.nondet(e, "now (unreadable time: "+err.Error()+")")
 	}
-	t := time.Now()
-	b, _ := t.MarshalText()
-	a.record(persistence.Event{Kind: evNow, Payload: b})
 	return t
 }
 
 // Sleep waits d durably: the wake-up survives restarts and holds no
-// goroutine once the activation is passivated.
+// goroutine once the activation is passivated. It returns ErrCancelled if
+// the instance is cancelled meanwhile.
 func (c *Context) Sleep(d time.Duration) error {
-	return c.sleep(func(now time.Time) time.Time { return now.Add(d) })
+	_, err := c.Timer(d).Get(c)
+	return err
 }
 
 // SleepUntil waits until t. A time in the past returns at once (and is
 // still recorded, so replay stays aligned).
 func (c *Context) SleepUntil(t time.Time) error {
-	return c.sleep(func(time.Time) time.Time { return t })
+	_, err := c.timer(func(time.Time) time.Time { return t }).Get(c)
+	return err
+}
+
+// Timer starts a durable timer of d and returns a Future that is ready when
+// it fires, for Select against other work.
+func (c *Context) Timer(d time.Duration) *Future[struct{}] {
+	return c.timer(func(now time.Time) time.Time { return now.Add(d) })
 }
 
 type timerRecord struct {
@@ -71,113 +78,116 @@ type timerRecord struct {
 	Stored bool      `json:"stored"` // a timer row exists until it fires
 }
 
-func (c *Context) sleep(dueFn func(time.Time) time.Time) error {
+func (c *Context) timer(dueFn func(time.Time) time.Time) *Future[struct{}] {
 	a := c.a
 	id := a.nextID("sleep")
-	var rec timerRecord
-	if e, ok := a.next(evTimer, id); ok {
-		if err := json.Unmarshal(e.Payload, &rec); err != nil {
-			panic(infraPanic{err: fmt.Errorf("recorded timer: %w", err)})
-		}
-	} else {
-		if a.isCancelled() {
-			return ErrCancelled
-		}
+	if a.observeCancel() {
+		return failedFuture[struct{}](a, ErrCancelled)
+	}
+	e := a.immediate(EventTimer, id, "", func() persistence.Event {
 		now := time.Now()
-		rec = timerRecord{Due: dueFn(now)}
+		rec := timerRecord{Due: dueFn(now)}
 		rec.Stored = rec.Due.After(now)
 		b, _ := json.Marshal(rec)
-		a.record(persistence.Event{Kind: evTimer, Name: id, Payload: b})
 		if rec.Stored {
 			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: id, Due: rec.Due})
 		}
+		return a.recordNow(persistence.Event{Kind: EventTimer, Name: id, Payload: b})
+	})
+	var rec timerRecord
+	if err := json.Unmarshal(e.Payload, &rec); err != nil {
+		a.nondet(e, "timer (unreadable record: "+err.Error()+")")
 	}
-	return a.awaitTimer(id, rec)
+	cmd := &command{key: "t:" + id, timer: true, due: rec.Due, stored: rec.Stored,
+		resolve: func(persistence.Event) (any, error) { return struct{}{}, nil }}
+	a.add(cmd)
+	return &Future[struct{}]{a: a, c: cmd}
 }
 
-// awaitTimer waits for a recorded timer: from history on replay, else by
-// parking until it is due and recording that it fired.
-func (a *activation) awaitTimer(id string, rec timerRecord) error {
-	if _, ok := a.next(evTimerFired, id); ok {
-		return nil
-	}
-	for time.Now().Before(rec.Due) {
-		if err := a.park(); err != nil {
-			return err
-		}
-	}
-	a.record(persistence.Event{Kind: evTimerFired, Name: id})
-	a.hook(HookEvent{Kind: HookTimerFired, Name: id, Duration: time.Since(rec.Due)})
-	if rec.Stored && !a.dropPendingTimer(id) {
-		a.pending.FireTimers = append(a.pending.FireTimers, id)
-	}
-	return nil
+// SendOption configures a Send or Publish.
+type SendOption func(*sendConfig)
+
+type sendConfig struct {
+	id        string
+	metadata  map[string]string
+	duplicate *bool
 }
 
-// dropPendingTimer removes timer id from the pending step's AddTimers and
-// reports whether it was there: a timer that came due before the step that
-// adds it committed has no row to fire (firing it would fail the step with
-// ErrTimerGone, since a step fires timers before it adds them).
-func (a *activation) dropPendingTimer(id string) bool {
-	for i, t := range a.pending.AddTimers {
-		if t.ID == id {
-			// Copy: marks taken earlier may share the backing array.
-			a.pending.AddTimers = append(a.pending.AddTimers[:i:i], a.pending.AddTimers[i+1:]...)
-			return true
-		}
-	}
-	return false
+// WithMetadata attaches metadata to a message.
+func WithMetadata(md map[string]string) SendOption {
+	return func(c *sendConfig) { c.metadata = md }
 }
 
 // Send delivers msg to pid's mailbox. It fails with ErrNotFound or
 // ErrInstanceDone if there is no such live instance.
-func (c *Context) Send(pid PID, msg any) error { return c.send("", pid, msg) }
+func (c *Context) Send(pid PID, msg any, opts ...SendOption) error { return c.send("", pid, msg, opts) }
 
 // SendOn delivers msg to pid on a direct channel.
-func (c *Context) SendOn(channel string, pid PID, msg any) error {
+func (c *Context) SendOn(channel string, pid PID, msg any, opts ...SendOption) error {
 	if channel == "" {
 		return fmt.Errorf("%w: SendOn needs a channel", ErrInvalidInput)
 	}
-	return c.send(channel, pid, msg)
+	return c.send(channel, pid, msg, opts)
 }
 
-func (c *Context) send(channel string, pid PID, msg any) error {
+func (c *Context) send(channel string, pid PID, msg any, opts []SendOption) error {
 	a := c.a
-	if e, ok := a.next(evSent, string(pid)); ok {
-		return recordedError(e.Error)
+	var cfg sendConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
-	payload, err := encode(msg)
+	payload, err := a.sys.encode(msg)
 	if err != nil {
 		return err
 	}
-	id := newMessageID()
-	return a.effect(persistence.Event{Kind: evSent, Name: string(pid), Ref: id}, func(p *persistence.Step) {
-		p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Target: string(pid), Sender: a.id,
-			Payload: payload, MustDeliver: true})
+	if err := a.sys.checkPayload("message", payload); err != nil {
+		return err
+	}
+	typ := messageType(msg)
+	e := a.immediate(EventSent, string(pid), digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...)), func() persistence.Event {
+		id := newMessageID()
+		return a.effect(persistence.Event{Kind: EventSent, Name: string(pid), Ref: id,
+			Digest: digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...))}, func(p *persistence.Step) {
+			p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Target: string(pid), Sender: a.id,
+				Type: typ, Payload: payload, Metadata: cfg.metadata, MustDeliver: true})
+		})
 	})
+	if e.Error == "" && !a.replaying() {
+		a.hook(HookEvent{Kind: HookMessageSent, Name: string(pid), Ref: e.Ref})
+	}
+	return a.eventError(e)
 }
 
 // Publish puts msg on a channel and returns its message ID.
-func (c *Context) Publish(channel string, msg any) (string, error) {
+func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, error) {
 	a := c.a
 	if channel == "" {
 		return "", fmt.Errorf("%w: Publish needs a channel", ErrInvalidInput)
 	}
-	if e, ok := a.next(evPublished, channel); ok {
-		return e.Ref, recordedError(e.Error)
+	var cfg sendConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
-	payload, err := encode(msg)
+	payload, err := a.sys.encode(msg)
 	if err != nil {
 		return "", err
 	}
-	id := newMessageID()
-	err = a.effect(persistence.Event{Kind: evPublished, Name: channel, Ref: id}, func(p *persistence.Step) {
-		p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Sender: a.id, Payload: payload})
+	if err := a.sys.checkPayload("message", payload); err != nil {
+		return "", err
+	}
+	typ := messageType(msg)
+	dig := digest(append([]byte(typ+"\x00"), payload...))
+	e := a.immediate(EventPublished, channel, dig, func() persistence.Event {
+		id := newMessageID()
+		return a.effect(persistence.Event{Kind: EventPublished, Name: channel, Ref: id, Digest: dig}, func(p *persistence.Step) {
+			p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Sender: a.id, Type: typ,
+				Payload: payload, Metadata: cfg.metadata})
+		})
 	})
-	if err != nil {
+	if err := a.eventError(e); err != nil {
 		return "", err
 	}
-	return id, nil
+	return e.Ref, nil
 }
 
 // Subscribe starts receiving a channel's messages in the given mode. It fails
@@ -187,92 +197,57 @@ func (c *Context) Subscribe(channel string, mode mailbox.Mode) error {
 	if channel == "" || !mode.Valid() {
 		return fmt.Errorf("%w: subscribe to %q in mode %q (want broadcast, competing or direct)", ErrInvalidInput, channel, mode)
 	}
-	if e, ok := a.next(evSubscribed, channel); ok {
-		return recordedError(e.Error)
-	}
-	return a.effect(persistence.Event{Kind: evSubscribed, Name: channel, Payload: []byte(mode)}, func(p *persistence.Step) {
-		p.Subscribe = append(p.Subscribe, persistence.Subscription{Channel: channel, Mode: mode})
+	e := a.immediate(EventSubscribed, channel, digest([]byte(mode)), func() persistence.Event {
+		return a.effect(persistence.Event{Kind: EventSubscribed, Name: channel, Payload: []byte(mode), Digest: digest([]byte(mode))},
+			func(p *persistence.Step) {
+				p.Subscribe = append(p.Subscribe, persistence.Subscription{Channel: channel, Mode: mode})
+			})
 	})
+	return a.eventError(e)
 }
 
 // Unsubscribe stops receiving a channel's messages; copies already in the
 // mailbox stay.
 func (c *Context) Unsubscribe(channel string) {
 	a := c.a
-	if _, ok := a.next(evUnsubscribed, channel); ok {
-		return
-	}
-	a.record(persistence.Event{Kind: evUnsubscribed, Name: channel})
-	a.pending.Unsubscribe = append(a.pending.Unsubscribe, channel)
+	a.immediate(EventUnsubscribed, channel, "", func() persistence.Event {
+		a.pending.Unsubscribe = append(a.pending.Unsubscribe, channel)
+		return a.recordNow(persistence.Event{Kind: EventUnsubscribed, Name: channel})
+	})
 }
 
-// effect records e with the changes add makes and commits at once, so that
-// an error the store finds in the request (mode conflict, dead target)
-// reaches the workflow; the failure is then recorded instead, for replay.
-func (a *activation) effect(e persistence.Event, add func(*persistence.Step)) error {
-	m := a.mark()
-	a.record(e)
-	add(&a.pending)
-	err := a.commit()
-	if err == nil {
-		if e.Kind == evSent || e.Kind == evPublished {
-			a.hook(HookEvent{Kind: HookMessageSent, Name: e.Name, Ref: e.Ref})
-		}
-		return nil
-	}
-	if !isUserError(err) {
-		a.fail(err)
-	}
-	a.restore(m)
-	e.Error = errorCode(err) + err.Error()
-	a.record(e)
-	return recordedError(e.Error)
-}
+// DefaultVersion is what Version returns where history was written by code
+// that had no Version call there (instances started before the change).
+const DefaultVersion = 0
 
-// Recorded errors keep a code so that replay hands back an error that
-// errors.Is still recognises.
-var errorCodes = []struct {
-	code string
-	err  error
-}{
-	{"not_found: ", ErrNotFound},
-	{"instance_done: ", ErrInstanceDone},
-	{"mode_conflict: ", ErrChannelModeConflict},
-	{"invalid: ", ErrInvalidInput},
-	{"timeout: ", ErrTimeout},
-	{"cancelled: ", ErrCancelled},
-}
-
-func errorCode(err error) string {
-	for _, c := range errorCodes {
-		if errors.Is(err, c.err) {
-			return c.code
+// Version lets workflow code change while instances run the old code. Put
+// it where the code changes, with a change ID, and branch on the result:
+//
+//	if ctx.Version("charge-before-reserve", 1) == 1 { …new order… } else { …old order… }
+//
+// An instance that reaches the call for the first time records maxVersion
+// and gets it; replay returns what was recorded, or DefaultVersion for
+// history written before the call existed. Once no instance can still be on
+// the old branch, delete it and keep the call (or delete the call too:
+// recorded markers that no call asks for are skipped).
+func (c *Context) Version(changeID string, maxVersion int) int {
+	a := c.a
+	for i := a.pos; i < len(a.history) && a.history[i].Kind == EventVersion; i++ {
+		e := a.history[i]
+		if e.Name == changeID {
+			a.pos = i + 1
+			v, err := strconv.Atoi(string(e.Payload))
+			if err != nil {
+				a.nondet(e, "version "+changeID+" (unreadable)")
+			}
+			return v
 		}
 	}
-	if errors.Is(err, persistence.ErrInvalidRecord) {
-		return "invalid: "
+	if a.replaying() {
+		return DefaultVersion
 	}
-	return ""
-}
-
-type recordedErr struct {
-	msg  string
-	kind error
-}
-
-func (e *recordedErr) Error() string { return e.msg }
-func (e *recordedErr) Unwrap() error { return e.kind }
-
-func recordedError(s string) error {
-	if s == "" {
-		return nil
-	}
-	for _, c := range errorCodes {
-		if rest, ok := strings.CutPrefix(s, c.code); ok {
-			return &recordedErr{msg: rest, kind: c.err}
-		}
-	}
-	return errors.New(s)
+	a.record(persistence.Event{Kind: EventVersion, Name: changeID, Payload: []byte(strconv.Itoa(maxVersion))})
+	return maxVersion
 }
 
 func newMessageID() string { return "m-" + randomHex(12) }
@@ -280,8 +255,14 @@ func newMessageID() string { return "m-" + randomHex(12) }
 // Recur ends this run and continues as new with the same PID: history starts
 // over with next as the input, while unconsumed mail and subscriptions carry
 // over. Use it as the workflow's error: return zero, actor.Recur(ctx, next).
-func Recur(ctx *Context, next any) error {
-	b, err := encode(next)
+// next must have the workflow's input type; anything else is an
+// ErrInvalidInput error (the run then fails instead of starting a run that
+// cannot decode its input).
+func Recur[In any](ctx *Context, next In) error {
+	if want := ctx.a.def.inputType(); want != reflect.TypeFor[In]() {
+		return fmt.Errorf("%w: Recur with a %s, but workflow %q takes %s", ErrInvalidInput, typeName[In](), ctx.a.def.Name(), want)
+	}
+	b, err := ctx.a.sys.encode(next)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 package actor_test
 
-// Child-process plumbing for crash tests (DESIGN: "A crash test needs a
-// second process"). The test binary re-executes itself with -test.run=^$ and
+// Child-process plumbing for crash tests (a crash test needs a
+// second process). The test binary re-executes itself with -test.run=^$ and
 // NORN_TEST_CHILD_ROLE set; TestMain calls runChildRole first (before goleak),
 // which runs the registered role instead of the tests and exits. The parent talks to the child through
 // environment variables (input), stdout lines (progress) and kill -9.

@@ -3,6 +3,7 @@ package actor
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/nornlabs/norn/supervisor"
@@ -14,6 +15,7 @@ type Definition interface {
 	Name() string
 	run(ctx *Context, input []byte) ([]byte, error)
 	restartPolicy() supervisor.RestartPolicy
+	inputType() reflect.Type
 }
 
 // WorkflowDef is a workflow: a deterministic function from In to Out. Make
@@ -47,10 +49,12 @@ func Workflow[In, Out any](name string, fn func(*Context, In) (Out, error), opts
 // Name is the registered name.
 func (w *WorkflowDef[In, Out]) Name() string { return w.name }
 
+func (w *WorkflowDef[In, Out]) inputType() reflect.Type { return reflect.TypeFor[In]() }
+
 func (w *WorkflowDef[In, Out]) restartPolicy() supervisor.RestartPolicy { return w.restart }
 
 func (w *WorkflowDef[In, Out]) run(ctx *Context, input []byte) ([]byte, error) {
-	in, err := decode[In](input)
+	in, err := decodeWith[In](ctx.a.sys.codec, input)
 	if err != nil {
 		return nil, fmt.Errorf("%w: input of %s does not decode as %s: %v", ErrInvalidInput, w.name, typeName[In](), err)
 	}
@@ -58,7 +62,7 @@ func (w *WorkflowDef[In, Out]) run(ctx *Context, input []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encode(out)
+	return ctx.a.sys.encode(out)
 }
 
 // Register collects workflow definitions for Config.Workflows.

@@ -21,6 +21,10 @@ const (
 	HookActivityStarted    HookKind = "activity.started"
 	HookActivityFinished   HookKind = "activity.finished" // Err set if the attempt failed
 	HookActivityRetried    HookKind = "activity.retried"  // Duration is the back-off
+	// HookActivityAbandoned: an attempt ignored its context past its timeout
+	// (or a cancel, or shutdown) and was left running; its result is dropped.
+	HookActivityAbandoned  HookKind = "activity.abandoned"
+	HookCompensationFailed HookKind = "compensation.failed" // a saga compensation still failed after its retries
 	HookMessageSent        HookKind = "message.sent"
 	HookMessageConsumed    HookKind = "message.consumed"
 	HookTimerFired         HookKind = "timer.fired"

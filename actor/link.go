@@ -12,55 +12,87 @@ import (
 // SpawnChild starts a linked child instance (its ID is derived from the
 // parent's, so the call is idempotent across replays). When the child ends,
 // a mailbox.Down arrives on mailbox.DownChannel; if the child fails and the
-// parent does not trap exits, the parent fails too (at its next Receive);
-// when the parent ends, its still-running children are cancelled.
+// parent does not trap exits, the parent fails too (at its next wait, with
+// its saga compensations); when the parent ends, its still-running children
+// are cancelled.
 func SpawnChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], in In) (PID, error) {
 	a := ctx.a
 	call := a.nextID("child")
-	if e, ok := a.next(evChild, wf.Name()); ok {
-		a.children = append(a.children, e.Ref)
-		return PID(e.Ref), nil
+	if a.observeCancel() {
+		return "", ErrCancelled
 	}
-	def, ok := a.sys.defs[wf.Name()]
-	if !ok || def != Definition(wf) {
-		return "", fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, wf.Name())
-	}
-	input, err := encode(in)
+	input, err := a.sys.encode(in)
 	if err != nil {
 		return "", err
 	}
-	if a.isCancelled() {
-		return "", ErrCancelled
+	e := a.immediate(EventChildSpawned, wf.Name(), digest(input), func() persistence.Event {
+		def, ok := a.sys.defs[wf.Name()]
+		ev := persistence.Event{Kind: EventChildSpawned, Name: wf.Name(), Digest: digest(input)}
+		if !ok || def != Definition(wf) {
+			ev.Error = a.sys.recordError(fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, wf.Name())).marshal()
+			return a.recordNow(ev)
+		}
+		if err := a.sys.checkPayload("input", input); err != nil {
+			ev.Error = a.sys.recordError(err).marshal()
+			return a.recordNow(ev)
+		}
+		a.flush()
+		id := a.id + "/" + call
+		if _, err := a.sys.spawn(a.sys.ctx, def, input, id, a.id); err != nil {
+			if !isUserError(err) {
+				a.fail(err)
+			}
+			ev.Error = a.sys.recordError(err).marshal()
+			return a.recordNow(ev)
+		}
+		ev.Ref = id
+		return a.recordNow(ev)
+	})
+	if err := a.eventError(e); err != nil {
+		return "", err
 	}
-	a.flush()
-	id := a.id + "/" + call
-	if _, err := a.sys.spawn(a.sys.ctx, def, input, id, a.id); err != nil {
-		a.fail(err)
-	}
-	a.record(persistence.Event{Kind: evChild, Name: wf.Name(), Ref: id})
-	a.children = append(a.children, id)
-	return PID(id), nil
+	a.children = append(a.children, e.Ref)
+	return PID(e.Ref), nil
 }
 
 // AwaitChild waits for a child's end and returns its typed result.
 func AwaitChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], pid PID) (Out, error) {
-	var zero Out
-	m, err := Receive[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel), mailbox.From(pid))
-	if err != nil {
-		return zero, err
-	}
-	switch persistence.Status(m.Value.Status) {
-	case persistence.StatusCompleted:
-		out, err := decode[Out](m.Value.Output)
+	return AwaitChildAsync(ctx, wf, pid).Get(ctx)
+}
+
+// AwaitChildAsync is AwaitChild as a Future, to wait for several children
+// (WaitAll) or the first of them (Select).
+func AwaitChildAsync[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], pid PID) *Future[Out] {
+	a := ctx.a
+	f := ReceiveAsync[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel), mailbox.From(pid))
+	inner := f.c.resolve
+	f.c.resolve = func(e persistence.Event) (any, error) {
+		v, err := inner(e)
 		if err != nil {
-			return zero, fmt.Errorf("norn: result of %s does not decode as %s: %w", pid, typeName[Out](), err)
+			return nil, err
+		}
+		d := v.(Received[mailbox.Down]).Value
+		return a.childResult(pid, d, func(b []byte) (any, error) { return decodeWith[Out](a.sys.codec, b) })
+	}
+	return &Future[Out]{a: a, c: f.c}
+}
+
+func (a *activation) childResult(pid PID, d mailbox.Down, dec func([]byte) (any, error)) (any, error) {
+	switch persistence.Status(d.Status) {
+	case persistence.StatusCompleted:
+		out, err := dec(d.Output)
+		if err != nil {
+			return nil, fmt.Errorf("norn: result of %s does not decode as expected: %w", pid, err)
 		}
 		return out, nil
 	case persistence.StatusCancelled:
-		return zero, fmt.Errorf("%w: %s", ErrCancelled, m.Value.Error)
-	default:
-		return zero, &WorkflowError{Instance: string(pid), Message: m.Value.Error}
+		return nil, &recordedErr{msg: "norn: child " + string(pid) + " cancelled: " + d.Error, kind: ErrCancelled}
 	}
+	var cause error
+	if rec := parseErrorRecord(string(d.Output)); rec != nil && len(d.Output) > 0 {
+		cause = a.sys.rebuildError(rec)
+	}
+	return nil, &WorkflowError{Instance: string(pid), Message: d.Error, cause: cause}
 }
 
 // TrapExits turns a linked child's failure into an ordinary mailbox.Down
@@ -70,32 +102,41 @@ func (c *Context) TrapExits() { c.a.trapExits = true }
 // linkedExit ends a parent whose linked child failed.
 type linkedExit struct {
 	child, reason string
+	down          mailbox.Down
 }
 
 func (e *linkedExit) Error() string {
 	return fmt.Sprintf("linked child %s failed: %s", e.child, e.reason)
 }
 
-// checkLinks is called by Receive on the messages it scanned: a Down from a
-// failed child that the receive does not ask for ends this instance, unless
-// it traps exits. The exit is recorded under the receive's ID so that replay
-// ends the same way.
-func (a *activation) checkLinks(recvID string, spec mailbox.Spec, msgs []persistence.Message) {
-	if a.trapExits || len(a.children) == 0 {
+// watchLinks says whether waits must look for linked children's failures.
+func (a *activation) watchLinks() bool { return !a.trapExits && len(a.children) > 0 }
+
+// checkLinks is called on the messages a wait scanned: a Down from a failed
+// child that no waited-for receive asks for ends this instance, unless it
+// traps exits. The exit is recorded, so that replay ends at the same wait.
+func (a *activation) checkLinks(recv []*command, msgs []persistence.Message) {
+	if !a.watchLinks() {
 		return
 	}
+next:
 	for _, m := range msgs {
-		if m.Channel != mailbox.DownChannel || a.consumed[m.Seq] || spec.Matches(mailbox.FromStored(m)) {
+		if m.Channel != mailbox.DownChannel || a.consumed[m.Seq] {
 			continue
+		}
+		for _, c := range recv {
+			if c.recv.matches(mailbox.FromStored(m)) {
+				continue next
+			}
 		}
 		var d mailbox.Down
 		if json.Unmarshal(m.Payload, &d) != nil || persistence.Status(d.Status) != persistence.StatusFailed || !a.isChild(string(d.PID)) {
 			continue
 		}
-		a.record(persistence.Event{Kind: evLinkedExit, Name: recvID, Ref: m.ID, Payload: m.Payload})
+		a.record(persistence.Event{Kind: EventLinkedExit, Ref: m.ID, Payload: m.Payload})
 		a.pending.Consume = append(a.pending.Consume, m.Seq)
 		a.consumed[m.Seq] = true
-		panic(&linkedExit{child: string(d.PID), reason: d.Error})
+		panic(&linkedExit{child: string(d.PID), reason: d.Error, down: d})
 	}
 }
 
@@ -113,37 +154,37 @@ func (a *activation) isChild(id string) bool {
 // "noproc"). Exactly one Down arrives per Monitor call.
 func (c *Context) Monitor(pid PID) error {
 	a := c.a
-	ch := mailbox.MonitorChannel(pid)
-	if e, ok := a.next(evMonitor, string(pid)); ok {
-		if e.Error != "" || string(e.Payload) == "down" {
-			return recordedError(e.Error)
-		}
-		if _, ok := a.next(evMonitorDown, string(pid)); ok {
-			return nil
-		}
-		if a.pos < len(a.history) {
-			return nil // the first run checked and found the instance running
-		}
-	} else {
-		// Already over? Then no end will be broadcast: make the Down now.
+	e := a.immediate(EventMonitor, string(pid), "", func() persistence.Event {
+		ev := persistence.Event{Kind: EventMonitor, Name: string(pid)}
+		// Subscribe first (committed without an event: a crash before the
+		// event is recorded subscribes again, which is harmless), then look:
+		// an instance that ended before the subscription committed broadcast
+		// its end to nobody, so the Down is made here.
 		if down, over := a.downIfEnded(pid, false); over {
-			a.record(persistence.Event{Kind: evMonitor, Name: string(pid), Payload: []byte("down")})
 			a.injectDown(pid, down)
-			return nil
+			ev.Payload = []byte("down")
+			e := a.recordNow(ev)
+			a.flush()
+			return e
 		}
-		if err := a.effect(persistence.Event{Kind: evMonitor, Name: string(pid)}, func(p *persistence.Step) {
-			p.Subscribe = append(p.Subscribe, persistence.Subscription{Channel: ch, Mode: mailbox.Broadcast})
-		}); err != nil {
-			return err
+		a.pending.Subscribe = append(a.pending.Subscribe, persistence.Subscription{Channel: mailbox.MonitorChannel(pid), Mode: mailbox.Broadcast})
+		if err := a.commit(); err != nil {
+			if !isUserError(err) {
+				a.fail(err)
+			}
+			a.pending.Subscribe = nil
+			ev.Error = a.sys.recordError(err).marshal()
+			return a.recordNow(ev)
 		}
-	}
-	// Subscribed. If the instance ended before the subscription committed,
-	// its end was broadcast to nobody: make the Down ourselves.
-	if down, over := a.downIfEnded(pid, true); over {
-		a.record(persistence.Event{Kind: evMonitorDown, Name: string(pid)})
-		a.injectDown(pid, down)
-	}
-	return nil
+		if down, over := a.downIfEnded(pid, true); over {
+			a.injectDown(pid, down)
+			ev.Payload = []byte("down")
+		}
+		e := a.recordNow(ev)
+		a.flush()
+		return e
+	})
+	return a.eventError(e)
 }
 
 // downIfEnded reads pid; if it has ended (or never existed) and, when
@@ -172,7 +213,7 @@ func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
 			}
 		}
 	}
-	b, _ := json.Marshal(d)
+	b, _ := JSON{}.Marshal(d)
 	return b, true
 }
 
@@ -180,23 +221,21 @@ func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
 // broadcast one would be, so that mailbox.From(pid) matches it.
 func (a *activation) injectDown(pid PID, down []byte) {
 	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
-		Target: a.id, Sender: string(pid), Payload: down})
-	a.flush()
+		Target: a.id, Sender: string(pid), Type: messageType(mailbox.Down{}), Payload: down})
 }
 
 // Cancel asks another instance to end as cancelled (as System.Cancel does).
 func (c *Context) Cancel(pid PID, reason string) error {
 	a := c.a
-	if e, ok := a.next(evCancelSent, string(pid)); ok {
-		return recordedError(e.Error)
-	}
-	ev := persistence.Event{Kind: evCancelSent, Name: string(pid)}
-	if err := a.sys.Cancel(a.sys.ctx, pid, reason); err != nil {
-		if !isUserError(err) {
-			a.fail(err)
+	e := a.immediate(EventCancelSent, string(pid), "", func() persistence.Event {
+		ev := persistence.Event{Kind: EventCancelSent, Name: string(pid)}
+		if err := a.sys.Cancel(a.sys.ctx, pid, reason); err != nil {
+			if !isUserError(err) {
+				a.fail(err)
+			}
+			ev.Error = a.sys.recordError(err).marshal()
 		}
-		ev.Error = errorCode(err) + err.Error()
-	}
-	a.record(ev)
-	return recordedError(ev.Error)
+		return a.recordNow(ev)
+	})
+	return a.eventError(e)
 }

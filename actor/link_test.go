@@ -261,7 +261,7 @@ func linksChild() int {
 	for {
 		subs, _ := st.Subscriptions(ctx, "w")
 		h, _ := st.History(ctx, "p/child:1", 0)
-		if len(subs) == 1 && countKind(h, "timer") == 1 {
+		if len(subs) == 1 && countStoredKind(h, "timer") == 1 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -284,4 +284,14 @@ func TestLinksAndMonitorsSurviveKill9(t *testing.T) {
 	if got, err := actor.Await(ctx, sys, napWatcher, "w"); err != nil || got != "completed 42" {
 		t.Fatalf("watcher = %q, %v", got, err)
 	}
+}
+
+func countStoredKind(h []persistence.Event, kind string) int {
+	n := 0
+	for _, e := range h {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
 }

@@ -33,7 +33,7 @@ func TestPassivationAndWake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !info.Active && info.Status == persistence.StatusWaiting && info.LeaseOwner == "" {
+			if !info.Active && info.Status == persistence.StatusWaiting && info.Node == "" {
 				return
 			}
 			if ctx.Err() != nil {

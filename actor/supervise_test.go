@@ -56,8 +56,18 @@ func TestRestartAfterPanicResumes(t *testing.T) {
 	if !errors.As(err, &we) || !strings.Contains(we.Message, "restart budget exhausted: panic: out of luck") {
 		t.Fatalf("Await = %v", err)
 	}
-	if info, _ := sys.Inspect(ctx, pid); info.Status != persistence.StatusFailed || info.Restarts != 2 || !strings.Contains(info.Error, "goroutine") {
-		t.Fatalf("exhausted instance = %+v (want failed, 2 restarts, the stack in the error)", info.Instance)
+	// The panic keeps its identity through Await, and Inspect shows the
+	// stack apart from the one-line error.
+	var pe *actor.PanicError
+	if !errors.As(err, &pe) || pe.Value != "out of luck" {
+		t.Fatalf("Await error does not unwrap to the PanicError: %v", err)
+	}
+	info, _ := sys.Inspect(ctx, pid)
+	if info.Status != persistence.StatusFailed || info.Restarts != 2 || strings.Contains(info.Error, "\n") {
+		t.Fatalf("exhausted instance = %+v (want failed, 2 restarts, a one-line error)", info.Instance)
+	}
+	if !errors.As(info.Failure, &pe) || !strings.Contains(pe.Stack, "goroutine") {
+		t.Fatalf("Inspect Failure = %#v, want a PanicError with the stack", info.Failure)
 	}
 }
 

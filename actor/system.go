@@ -62,6 +62,15 @@ type Config struct {
 	// a *PayloadTooLargeError before anything is written. Default 4 MiB;
 	// negative values are rejected.
 	MaxPayload int
+	// Codec encodes inputs, results and messages. Default JSON; values that
+	// are proto.Message always use protobuf. It is recorded with each
+	// instance, and an instance written with another codec stops with an
+	// error instead of being misread.
+	Codec Codec
+	// Errors are the application errors that keep their identity through
+	// history (see Sentinel and ErrorType): a workflow, and Await, can match
+	// them with errors.Is / errors.As on the first run and after a restart.
+	Errors []ErrorDef
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
@@ -75,6 +84,7 @@ type System struct {
 	store  persistence.Store
 	defs   map[string]Definition
 	log    *slog.Logger
+	codec  Codec
 	actors *protoactor.ActorSystem
 	timers *timers.Service
 
@@ -95,7 +105,6 @@ type System struct {
 	waiters  map[string][]chan persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
-	restarts map[string][]time.Time
 }
 
 // startState is what happened to an instance while its start was in
@@ -199,11 +208,14 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Codec == nil {
+		cfg.Codec = JSON{}
+	}
 	if cfg.Hooks == nil {
 		cfg.Hooks = SlogHooks{Logger: cfg.Logger, Level: slog.LevelDebug}
 	}
 	s := &System{
-		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID),
+		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
 		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
 	}
 	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
@@ -255,9 +267,6 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 
 // NodeID is this node's name in leases.
 func (s *System) NodeID() string { return s.cfg.NodeID }
-
-// Store is the node's store.
-func (s *System) Store() persistence.Store { return s.store }
 
 // Workflows lists the names of the workflows this node runs, sorted.
 // Instances of other workflows are left to the nodes that have them.
@@ -743,3 +752,6 @@ func (sh *shell) Receive(c protoactor.Context) {
 		sh.a.deliver(sig)
 	}
 }
+
+// encode turns v into its stored form with the node's codec.
+func (s *System) encode(v any) ([]byte, error) { return encodeWith(s.codec, v) }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
-	"github.com/nornlabs/norn/persistence"
 )
 
 // recurWindow is how many sent messages the driver lets wait unconsumed, so
@@ -111,7 +110,7 @@ func runRecur(ctx context.Context, r *runner) (result, error) {
 	// none is done for -timeout, or if the instance ends (a failed check in
 	// the workflow) first.
 	ended := make(chan struct{})
-	var endedAs persistence.Instance
+	var endedAs actor.Instance
 	stall := time.NewTimer(r.opts.Timeout)
 	defer stall.Stop()
 	waitFor := func(target int) error {

@@ -32,7 +32,8 @@ type Message struct {
 	ID          string
 	Channel     string // empty for a plain send by PID
 	Sender      PID    // empty when sent from outside any workflow
-	Payload     []byte // JSON, or raw bytes for []byte values
+	Type        string // the payload's type name; empty for raw bytes
+	Payload     []byte // encoded by the System's codec, or raw bytes
 	Metadata    map[string]string
 	PublishedAt time.Time
 }
@@ -42,7 +43,9 @@ type Down struct {
 	PID    PID
 	Status string
 	Error  string
-	Output []byte // the result, JSON-encoded, when Status is completed
+	// Output is the encoded result when Status is completed, and the
+	// recorded failure (JSON) when it is failed.
+	Output []byte
 }
 
 // DownChannel is the channel Down messages arrive on, from linked children
@@ -125,5 +128,5 @@ func FromStored(m persistence.Message) Message {
 	if strings.HasPrefix(ch, DownChannel+":") {
 		ch = DownChannel
 	}
-	return Message{ID: m.ID, Channel: ch, Sender: PID(m.Sender), Payload: m.Payload, Metadata: m.Metadata, PublishedAt: m.PublishedAt}
+	return Message{ID: m.ID, Channel: ch, Sender: PID(m.Sender), Type: m.Type, Payload: m.Payload, Metadata: m.Metadata, PublishedAt: m.PublishedAt}
 }

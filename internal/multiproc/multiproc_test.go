@@ -173,8 +173,8 @@ func TestPublishReachesOtherProcess(t *testing.T) {
 		if err != nil || inst.Status != persistence.StatusCompleted {
 			t.Fatalf("%s: %+v, %v", pid, inst, err)
 		}
-		if inst.LeaseOwner != "" {
-			t.Fatalf("%s still leased by %s", pid, inst.LeaseOwner)
+		if inst.Node != "" {
+			t.Fatalf("%s still leased by %s", pid, inst.Node)
 		}
 		n, err := actor.Await(ctx, sys, consumer, pid)
 		if err != nil {

@@ -1,0 +1,125 @@
+package actor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// ReplayOption configures Replay.
+type ReplayOption func(*Config)
+
+// ReplayCodec sets the codec the history was written with (default JSON).
+func ReplayCodec(c Codec) ReplayOption { return func(cfg *Config) { cfg.Codec = c } }
+
+// ReplayErrors registers the errors the node registered (Config.Errors), so
+// that recorded failures are rebuilt the same way.
+func ReplayErrors(defs ...ErrorDef) ReplayOption {
+	return func(cfg *Config) { cfg.Errors = append(cfg.Errors, defs...) }
+}
+
+// Replay runs today's code of wf against a recorded history, without side
+// effects: no activity runs, nothing is written, no message is sent. It
+// returns nil if the code asks for exactly what history recorded, in order,
+// up to the end of history, and the *NonDeterminismError of the first
+// divergence otherwise. Use it in tests ("will this change break running
+// instances?") with histories taken from Inspect or System.History.
+func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...ReplayOption) error {
+	cfg := Config{Codec: JSON{}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &System{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.cfg.Hooks = nopHooks{}
+	s.cfg.PassivateAfter = time.Hour
+	hist := make([]persistence.Event, len(history))
+	for i, e := range history {
+		hist[i] = persistence.Event{Seq: e.Seq, Kind: e.Kind, Name: e.Name, Ref: e.Ref, Payload: e.Payload,
+			Error: e.raw, Digest: e.Digest, At: e.At}
+	}
+	if len(hist) > 0 && hist[0].Kind == EventStarted && hist[0].Name != wf.Name() {
+		return fmt.Errorf("%w: history is of workflow %q, not %q", ErrInvalidInput, hist[0].Name, wf.Name())
+	}
+	return s.replay(wf, hist)
+}
+
+// Replay replays the stored history of pid against the workflow code this
+// node has registered, without side effects (see the package function
+// Replay): a check that a deploy does not break a running instance.
+func (s *System) Replay(ctx context.Context, pid PID) error {
+	inst, err := s.store.Instance(ctx, string(pid))
+	if err != nil {
+		return err
+	}
+	def, ok := s.defs[inst.Workflow]
+	if !ok {
+		return fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, inst.Workflow, pid)
+	}
+	hist, err := s.store.History(ctx, string(pid), 0)
+	if err != nil {
+		return err
+	}
+	r := &System{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r.cfg.Hooks = nopHooks{}
+	return r.replay(def, hist)
+}
+
+func (s *System) replay(def Definition, hist []persistence.Event) error {
+	a := newActivation(s, def, persistence.Instance{ID: "replay", Workflow: def.Name()}, hist)
+	a.replayOnly = true
+	defer a.stopRun()
+	out, oc, crash, _, werr := a.execute()
+	a.endAttempts()
+	switch oc {
+	case outReplayed, outStopped:
+		return nil
+	case outNonDeterminism:
+		return werr
+	case outCrash:
+		return fmt.Errorf("norn: replay: the workflow crashed: %w", crash)
+	}
+	// The code ended while history may go on: it must end the same way.
+	a.skipMarkers()
+	if a.pos >= len(a.history) {
+		return nil
+	}
+	e := a.history[a.pos]
+	want := EventCompleted
+	switch {
+	case werr != nil && a.cancelled:
+		want = EventCancelled
+	case werr != nil:
+		want = EventFailed
+	}
+	if e.Kind != want {
+		return &NonDeterminismError{Seq: e.Seq, Expected: describe(e), Got: "the workflow ending (" + want + ")"}
+	}
+	if want == EventCompleted && !bytes.Equal(e.Payload, out) {
+		return &NonDeterminismError{Seq: e.Seq, Expected: "completed with the recorded result", Got: "another result"}
+	}
+	return nil
+}
+
+type nopHooks struct{}
+
+func (nopHooks) Observe(context.Context, HookEvent) {}
+
+// History reads the current run's history of pid, as Inspect does, for
+// Replay.
+func (s *System) History(ctx context.Context, pid PID) ([]HistoryEvent, error) {
+	hist, err := s.store.History(ctx, string(pid), 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HistoryEvent, len(hist))
+	for i, e := range hist {
+		out[i] = s.historyEvent(e)
+	}
+	return out, nil
+}
