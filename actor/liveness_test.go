@@ -644,3 +644,52 @@ func TestCallsAfterStop(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// Spawns racing Stop: every Spawn that returned a PID has an instance that
+// runs, here before the stop or on the next node after it.
+func TestSpawnRacingStop(t *testing.T) {
+	wf := actor.Workflow("racer", func(ctx *actor.Context, n int) (int, error) { return n + 1, nil })
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	ctx := testutil.Ctx(t, liveWait)
+	sys, err := actor.Start(ctx, slowNets(actor.Config{Store: st, Workflows: actor.Register(wf), Logger: testutil.Logger()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var pids []actor.PID
+	first := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000; i++ {
+				pid, err := actor.Spawn(ctx, sys, wf, i, actor.WithID(fmt.Sprintf("r-%d-%d", g, i)))
+				if errors.Is(err, actor.ErrStopped) {
+					return
+				}
+				if err != nil {
+					t.Errorf("Spawn: %v", err)
+					return
+				}
+				mu.Lock()
+				pids = append(pids, pid)
+				mu.Unlock()
+				once.Do(func() { close(first) })
+			}
+		}()
+	}
+	<-first
+	if err := sys.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	next := testutil.StartNode(t, slowNets(actor.Config{Store: st, Workflows: actor.Register(wf)}))
+	for _, pid := range pids {
+		if _, err := actor.Await(ctx, next, wf, pid); err != nil {
+			t.Fatalf("%s: %v", pid, err)
+		}
+	}
+	t.Logf("%d spawns before the stop", len(pids))
+}
