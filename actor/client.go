@@ -3,6 +3,7 @@ package actor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nornlabs/norn/mailbox"
@@ -12,20 +13,30 @@ import (
 // SpawnOption configures Spawn.
 type SpawnOption func(*spawnConfig)
 
-type spawnConfig struct{ id string }
+type spawnConfig struct {
+	id      string
+	existed *bool
+}
 
 // WithID gives the instance a chosen ID. Spawning an ID that exists returns
-// the existing PID and starts nothing.
+// the existing PID and starts nothing (Existed tells which happened); if
+// the ID belongs to another workflow, Spawn fails with an *IDConflictError.
 func WithID(id string) SpawnOption { return func(c *spawnConfig) { c.id = id } }
 
+// Existed makes Spawn set *p: true if the instance already existed (and
+// Spawn started nothing), false if this call created it.
+func Existed(p *bool) SpawnOption { return func(c *spawnConfig) { c.existed = p } }
+
 // Spawn starts a new instance of wf with input in. It returns once the
-// instance is durable.
+// instance is durable; from then on it runs (here, or on another node if
+// this one stops first), however many Spawns of its ID race, in this
+// process or others.
 func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], in In, opts ...SpawnOption) (PID, error) {
 	if wf == nil {
 		return "", fmt.Errorf("%w: nil workflow", ErrUnknownWorkflow)
 	}
-	if def, ok := sys.defs[wf.name]; !ok || def != Definition(wf) {
-		return "", fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, wf.name)
+	if err := sys.checkRegistered(wf); err != nil {
+		return "", err
 	}
 	var cfg spawnConfig
 	for _, o := range opts {
@@ -35,42 +46,110 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 	if err != nil {
 		return "", err
 	}
-	return sys.spawn(ctx, wf, input, cfg.id, "")
+	if err := sys.checkPayload("input", input); err != nil {
+		return "", err
+	}
+	if err := sys.enter(); err != nil {
+		return "", err
+	}
+	defer sys.leave()
+	pid, existed, err := sys.create(ctx, wf, input, cfg.id, "")
+	if err == nil && cfg.existed != nil {
+		*cfg.existed = existed
+	}
+	return pid, err
 }
 
+// checkRegistered checks that def is the definition this node registered under
+// its name (the System runs the registered value, not the one given).
+func (s *System) checkRegistered(def Definition) error {
+	got, ok := s.defs[def.Name()]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, def.Name())
+	case got != def:
+		return fmt.Errorf("%w: a different definition is registered under the name %q; pass the value given in Config.Workflows",
+			ErrUnknownWorkflow, def.Name())
+	}
+	return nil
+}
+
+// checkPayload enforces Config.MaxPayload on an encoded input or message;
+// what names it in the error.
+func (s *System) checkPayload(what string, b []byte) error {
+	if len(b) > s.cfg.MaxPayload {
+		return &PayloadTooLargeError{Field: what, Size: len(b), Max: s.cfg.MaxPayload}
+	}
+	return nil
+}
+
+// spawn creates an instance (see create) and reports its PID.
 func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, parent string) (PID, error) {
+	pid, _, err := s.create(ctx, def, input, id, parent)
+	return pid, err
+}
+
+// create makes the instance durable and sees that it runs; existed reports
+// that the ID was taken (by this workflow) and nothing was created.
+//
+// If no start of the ID is in progress here, create holds the start: the
+// instance is created under this node's lease and launched at once (no
+// lease round trip, no history read). Otherwise (another Spawn of the ID,
+// an activator, a live activation) the instance is created without a lease
+// and woken: the wake reaches whoever holds the start, who acts on it once
+// done. Either way no instance is left under a lease nobody runs.
+func (s *System) create(ctx context.Context, def Definition, input []byte, id, parent string) (pid PID, existed bool, err error) {
 	if id == "" {
 		id = def.Name() + "-" + newSortableID()
 	}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
-		return "", ErrStopped
+		return "", false, ErrStopped
 	}
 	_, busy := s.starting[id]
-	if !busy {
-		s.starting[id] = false
+	_, live := s.acts[id]
+	held := !busy && !live
+	if held {
+		s.starting[id] = startState{}
 	}
 	s.mu.Unlock()
 	now := time.Now()
 	inst := persistence.Instance{ID: id, Workflow: def.Name(), Status: persistence.StatusRunning, Input: input, Parent: parent,
-		LeaseOwner: s.cfg.NodeID, LeaseEpoch: 1, LeaseExpires: now.Add(s.cfg.LeaseTTL), HistoryLen: 1}
+		HistoryLen: 1}
+	if held {
+		inst.LeaseOwner, inst.LeaseEpoch, inst.LeaseExpires = s.cfg.NodeID, 1, now.Add(s.cfg.LeaseTTL)
+	}
 	started := persistence.Event{Seq: 0, Kind: EventStarted, Name: def.Name(), Ref: s.codec.Name(), Payload: input, At: now}
-	// Apply even when an activation start is already under way for this ID:
-	// only the store can say whether the instance is durable.
 	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, History: []persistence.Event{started}})
-	if err != nil || res.Existing != nil || busy {
-		if !busy {
-			s.clearStarting(id)
+	switch {
+	case err != nil:
+		if held {
+			s.endStart(id, false)
 		}
-		if err != nil {
-			return "", fmt.Errorf("norn: spawn %s: %w", id, err)
+		// The step may have committed all the same (a cancelled ctx, a lost
+		// reply): look, so that an instance created under our lease runs.
+		s.wake(id)
+		return "", false, fmt.Errorf("norn: spawn %s: %w", id, err)
+	case res.Existing != nil:
+		if held {
+			// Whoever created it runs it; a wake that came meanwhile
+			// (mail, a creation by a Spawn that found us starting) is
+			// acted on.
+			s.endStart(id, true)
 		}
-		return PID(id), nil
+		if res.Existing.Workflow != def.Name() {
+			return "", false, &IDConflictError{ID: id, Workflow: res.Existing.Workflow, Requested: def.Name()}
+		}
+		return PID(id), true, nil
 	}
 	s.hook(HookEvent{Kind: HookInstanceStarted, Instance: id, Workflow: def.Name()})
+	if !held {
+		s.wake(id)
+		return PID(id), false, nil
+	}
 	s.launch(newActivation(s, def, inst, []persistence.Event{started}))
-	return PID(id), nil
+	return PID(id), false, nil
 }
 
 // Await blocks until the instance ends and returns its typed result. It
@@ -151,75 +230,98 @@ func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 // (Await reports ErrCancelled). Cancelling an ended instance fails with
 // ErrInstanceDone.
 func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	id := string(pid)
 	if err := s.store.RequestCancel(ctx, id, reason); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if a, ok := s.acts[id]; ok {
-		if a.passivating {
-			a.rewake = true
-		} else {
-			a.deliver(sigCancel) // under s.mu, as in wake
-		}
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	s.wake(id)
+	// Signal, record for a start in progress, or start: one decision under
+	// s.mu, so that an activation registered meanwhile still gets it.
+	s.poke(id, sigCancel)
 	return nil
 }
 
+// WithMessageID gives the message a caller-chosen ID, which makes a call
+// from outside the workflows (System.Send, SendOn, Publish, PublishWith)
+// safe to retry: a message with an ID already used (within
+// Config.DedupeWindow) is not delivered again, whichever of them sent it.
+// Without it, or with an empty ID, every call gets a fresh random ID and no
+// such check.
+func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.id = id } }
+
+// Duplicate makes the call set *p: true if the message ID given with
+// WithMessageID had been used already, so that this call delivered nothing.
+func Duplicate(p *bool) SendOption { return func(c *sendConfig) { c.duplicate = p } }
+
 // Send delivers msg to pid's mailbox; it returns once the message is durable.
-func (s *System) Send(ctx context.Context, pid PID, msg any) error {
-	return s.sendMessage(ctx, "", pid, msg)
+func (s *System) Send(ctx context.Context, pid PID, msg any, opts ...SendOption) error {
+	_, err := s.put(ctx, persistence.NewMessage{Target: string(pid), MustDeliver: true}, msg, opts)
+	return err
 }
 
 // SendOn delivers msg to pid on a direct channel.
-func (s *System) SendOn(ctx context.Context, channel string, pid PID, msg any) error {
+func (s *System) SendOn(ctx context.Context, channel string, pid PID, msg any, opts ...SendOption) error {
 	if channel == "" {
 		return fmt.Errorf("%w: SendOn needs a channel", ErrInvalidInput)
 	}
-	return s.sendMessage(ctx, channel, pid, msg)
+	_, err := s.put(ctx, persistence.NewMessage{Channel: channel, Target: string(pid), MustDeliver: true}, msg, opts)
+	return err
 }
 
-func (s *System) sendMessage(ctx context.Context, channel string, pid PID, msg any) error {
-	payload, err := s.encode(msg)
-	if err != nil {
-		return err
-	}
-	step := persistence.Step{Send: []persistence.NewMessage{{ID: newMessageID(), Channel: channel, Target: string(pid), Type: messageType(msg),
-		Payload: payload, MustDeliver: true}}}
-	res, err := s.store.Apply(ctx, step)
-	if err != nil {
-		return err
-	}
-	s.afterCommit("", &step, res)
-	return nil
+// Publish puts msg on a channel and returns its message ID once durable
+// (the one given with WithMessageID, if any).
+func (s *System) Publish(ctx context.Context, channel string, msg any, opts ...SendOption) (string, error) {
+	return s.PublishWith(ctx, channel, msg, nil, opts...)
 }
 
-// Publish puts msg on a channel and returns its message ID once durable.
-func (s *System) Publish(ctx context.Context, channel string, msg any) (string, error) {
-	return s.PublishWith(ctx, channel, msg, nil)
-}
-
-// PublishWith is Publish with message metadata.
-func (s *System) PublishWith(ctx context.Context, channel string, msg any, metadata map[string]string) (string, error) {
+// PublishWith is Publish with message metadata (non-nil, it takes the
+// place of a WithMetadata option).
+func (s *System) PublishWith(ctx context.Context, channel string, msg any, metadata map[string]string, opts ...SendOption) (string, error) {
 	if channel == "" {
 		return "", fmt.Errorf("%w: Publish needs a channel", ErrInvalidInput)
 	}
+	return s.put(ctx, persistence.NewMessage{Channel: channel, Metadata: metadata}, msg, opts)
+}
+
+// put adds one message from outside the workflows and returns its ID.
+func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opts []SendOption) (string, error) {
+	var cfg sendConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	payload, err := s.encode(msg)
 	if err != nil {
 		return "", err
 	}
-	id := newMessageID()
-	step := persistence.Step{Send: []persistence.NewMessage{{ID: id, Channel: channel, Type: messageType(msg), Payload: payload, Metadata: metadata}}}
+	if err := s.checkPayload("message", payload); err != nil {
+		return "", err
+	}
+	if err := s.enter(); err != nil {
+		return "", err
+	}
+	defer s.leave()
+	m.Payload, m.Type = payload, messageType(msg)
+	if m.Metadata == nil {
+		m.Metadata = cfg.metadata
+	}
+	if cfg.id != "" {
+		m.ID, m.Dedupe = cfg.id, true
+	} else {
+		m.ID = newMessageID()
+	}
+	step := persistence.Step{Send: []persistence.NewMessage{m}}
 	res, err := s.store.Apply(ctx, step)
 	if err != nil {
 		return "", err
 	}
+	if cfg.duplicate != nil {
+		*cfg.duplicate = slices.Contains(res.Duplicates, m.ID)
+	}
 	s.afterCommit("", &step, res)
-	return id, nil
+	return m.ID, nil
 }
 
 // ChannelStat summarises one channel.

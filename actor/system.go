@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 )
 
 // Config configures a node. Store and Workflows are required; every other
-// field has a documented default.
+// field has a documented default, used when the field is zero. Start rejects
+// values below a field's documented minimum with ErrInvalidInput.
 type Config struct {
 	// Store holds all durable state. Required. The System does not close it.
 	Store persistence.Store
@@ -31,23 +33,35 @@ type Config struct {
 	// leases to expire (LeaseTTL).
 	NodeID string
 	// LeaseTTL is how long an activation's lease lasts without renewal.
-	// Default 10s; renewed every LeaseTTL/3.
+	// Default 10s, minimum 100ms; renewed every LeaseTTL/3.
 	LeaseTTL time.Duration
 	// PassivateAfter stops activations parked this long; mail, a timer or a
-	// cancel brings them back. Default 1 minute.
+	// cancel brings them back. Default 1 minute, minimum 10ms.
 	PassivateAfter time.Duration
 	// RecoveryInterval is the safety-net scan for instances that need an
 	// activation and have none (e.g. their node died). Default LeaseTTL, with
-	// ±20% jitter.
+	// ±20% jitter; minimum 10ms.
 	RecoveryInterval time.Duration
-	// MaxActivating bounds concurrent activation starts. Default 64.
+	// MaxActivating bounds concurrent activation starts. Default 64; negative
+	// values are rejected.
 	MaxActivating int
-	// TimerHorizon is how far ahead timers are held in memory. Default 1 minute.
+	// TimerHorizon is how far ahead timers are held in memory. Default 1
+	// minute, minimum 1s.
 	TimerHorizon time.Duration
 	// DurableBackoff is the shortest activity retry back-off that waits on a
 	// durable timer (surviving restarts, holding no goroutine once
-	// passivated) instead of sleeping in memory. Default 5s.
+	// passivated) instead of sleeping in memory. Default 5s, minimum 1ms.
 	DurableBackoff time.Duration
+	// DedupeWindow is how long the message IDs given with WithMessageID are
+	// remembered: a retried Send or Publish with the same ID within the
+	// window delivers nothing more. Older IDs are forgotten (the node prunes
+	// them every few minutes). Default 7 days, minimum 1 minute.
+	DedupeWindow time.Duration
+	// MaxPayload bounds, in bytes, the encoded input of Spawn and the encoded
+	// message of Send, SendOn, Publish and PublishWith; larger ones fail with
+	// a *PayloadTooLargeError before anything is written. Default 4 MiB;
+	// negative values are rejected.
+	MaxPayload int
 	// Codec encodes inputs, results and messages. Default JSON; values that
 	// are proto.Message always use protobuf. It is recorded with each
 	// instance, and an instance written with another codec stops with an
@@ -79,13 +93,69 @@ type System struct {
 	bg     sync.WaitGroup // background loops
 	runs   sync.WaitGroup // activation goroutines
 
+	calls sync.WaitGroup // admitted calls from outside the workflows (see enter)
+
+	lastPrune time.Time // recovery loop only
+
 	mu       sync.Mutex
 	stopping bool
+	closed   bool // no more calls from outside: Stop has unwound the activations
 	acts     map[string]*activation
-	starting map[string]bool // activation start in progress; value: wake arrived meanwhile
+	starting map[string]startState // a start (spawn or activator) in progress
 	waiters  map[string][]chan persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
+}
+
+// startState is what happened to an instance while its start was in
+// progress. Whoever holds the start acts on it afterwards: a start that
+// launched an activation hands it over, one that did not starts again.
+type startState struct {
+	woken     bool // a wake (mail, timer, notification, rescan) arrived
+	cancelled bool // a local Cancel arrived (its request is durable)
+}
+
+// Minimums of the Config durations: below them a node spends its time on
+// bookkeeping (or a ticker panics).
+const (
+	minLeaseTTL         = 100 * time.Millisecond
+	minPassivateAfter   = 10 * time.Millisecond
+	minRecoveryInterval = 10 * time.Millisecond
+	minTimerHorizon     = time.Second
+	minDurableBackoff   = time.Millisecond
+	minDedupeWindow     = time.Minute
+
+	defaultDedupeWindow = 7 * 24 * time.Hour
+	defaultMaxPayload   = 4 << 20
+
+	// pruneEvery spaces the pruning of dedupe IDs.
+	pruneEvery = 5 * time.Minute
+)
+
+// validate rejects settings that can never work well; zero means default.
+func (c *Config) validate() error {
+	for _, f := range []struct {
+		name     string
+		val, min time.Duration
+	}{
+		{"LeaseTTL", c.LeaseTTL, minLeaseTTL},
+		{"PassivateAfter", c.PassivateAfter, minPassivateAfter},
+		{"RecoveryInterval", c.RecoveryInterval, minRecoveryInterval},
+		{"TimerHorizon", c.TimerHorizon, minTimerHorizon},
+		{"DurableBackoff", c.DurableBackoff, minDurableBackoff},
+		{"DedupeWindow", c.DedupeWindow, minDedupeWindow},
+	} {
+		if f.val != 0 && f.val < f.min {
+			return fmt.Errorf("%w: Config.%s is %v; it must be at least %v (or zero for the default)", ErrInvalidInput, f.name, f.val, f.min)
+		}
+	}
+	if c.MaxActivating < 0 {
+		return fmt.Errorf("%w: Config.MaxActivating is %d; it must not be negative", ErrInvalidInput, c.MaxActivating)
+	}
+	if c.MaxPayload < 0 {
+		return fmt.Errorf("%w: Config.MaxPayload is %d; it must not be negative", ErrInvalidInput, c.MaxPayload)
+	}
+	return nil
 }
 
 // Start validates cfg, recovers instances that were running, and starts the
@@ -93,6 +163,9 @@ type System struct {
 func Start(ctx context.Context, cfg Config) (*System, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidInput)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	defs := make(map[string]Definition, len(cfg.Workflows))
 	for _, d := range cfg.Workflows {
@@ -123,8 +196,14 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if cfg.DurableBackoff <= 0 {
 		cfg.DurableBackoff = 5 * time.Second
 	}
-	if cfg.MaxActivating <= 0 {
+	if cfg.MaxActivating == 0 {
 		cfg.MaxActivating = 64
+	}
+	if cfg.DedupeWindow == 0 {
+		cfg.DedupeWindow = defaultDedupeWindow
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = defaultMaxPayload
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -137,7 +216,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
-		acts: map[string]*activation{}, starting: map[string]bool{}, waiters: map[string][]chan persistence.Instance{},
+		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
 	}
 	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
 		return cfg.Logger.With("lib", "protoactor")
@@ -171,8 +250,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		s.goBG(func() {
 			err := n.Listen(s.ctx, func(ids []string) {
 				if ids == nil {
-					go s.recoverOnce() // a gap: look for what we may have missed
-					s.timers.Reload()
+					s.rescan()
 					return
 				}
 				for _, id := range ids {
@@ -190,6 +268,17 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // NodeID is this node's name in leases.
 func (s *System) NodeID() string { return s.cfg.NodeID }
 
+// Workflows lists the names of the workflows this node runs, sorted.
+// Instances of other workflows are left to the nodes that have them.
+func (s *System) Workflows() []string {
+	names := make([]string, 0, len(s.defs))
+	for name := range s.defs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
 func (s *System) goBG(fn func()) {
 	s.bg.Add(1)
 	go func() {
@@ -198,9 +287,28 @@ func (s *System) goBG(fn func()) {
 	}()
 }
 
+// enter admits a call from outside the workflows (Spawn, Send, Publish,
+// Cancel) unless the System is stopped; Stop waits for admitted calls, so
+// that nothing is written on the node's behalf after Stop returns. Every
+// successful enter is paired with a leave.
+func (s *System) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrStopped
+	}
+	s.calls.Add(1)
+	return nil
+}
+
+func (s *System) leave() { s.calls.Done() }
+
 // Stop stops every activation (they resume later from history, here or on
 // another node), releases their leases and stops background work. It waits
-// for activations to unwind until ctx ends.
+// for activations to unwind until ctx ends. Calls from outside the workflows
+// (Spawn, Send, SendOn, Publish, PublishWith, Cancel) still running when
+// the activations have unwound are waited for too; later ones fail with
+// ErrStopped.
 func (s *System) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.stopping {
@@ -216,16 +324,17 @@ func (s *System) Stop(ctx context.Context) error {
 	for _, a := range acts {
 		a.signal(sigStop)
 	}
-	done := make(chan struct{})
-	go func() {
-		s.runs.Wait()
-		close(done)
-	}()
 	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !waitCtx(ctx, &s.runs) {
 		err = fmt.Errorf("norn: stop: activations still running: %w", ctx.Err())
+	}
+	// Only now: an activation that ends during the stop still cancels its
+	// linked children through Cancel.
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	if !waitCtx(ctx, &s.calls) && err == nil {
+		err = fmt.Errorf("norn: stop: calls still running: %w", ctx.Err())
 	}
 	s.cancel()
 	s.bg.Wait()
@@ -234,6 +343,21 @@ func (s *System) Stop(ctx context.Context) error {
 	}
 	s.actors.Shutdown()
 	return err
+}
+
+// waitCtx waits for wg until ctx ends; it reports whether wg finished.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (s *System) renewLoop() {
@@ -254,10 +378,11 @@ func (s *System) renewLoop() {
 // recoveryLoop activates instances that need an activation and have none:
 // at start (instances that were mid-run when the process died) and then as a
 // slow, jittered safety net (instances whose owner died, wake-ups lost with a
-// crashed process).
+// crashed process). It also forgets old dedupe message IDs.
 func (s *System) recoveryLoop() {
 	for {
 		s.recoverOnce()
+		s.pruneMessageIDs()
 		d := time.Duration(float64(s.cfg.RecoveryInterval) * (0.8 + 0.4*mrand.Float64()))
 		select {
 		case <-s.ctx.Done():
@@ -280,39 +405,91 @@ func (s *System) recoverOnce() {
 	}
 }
 
-// wake makes sure the instance's activation looks at its mailbox, timers and
-// cancel flag: it signals a live activation or starts one.
-func (s *System) wake(id string) {
+// pruneMessageIDs drops dedupe IDs older than DedupeWindow, at start and
+// then every pruneEvery: the table only needs to stay bounded.
+func (s *System) pruneMessageIDs() {
+	now := time.Now()
+	if !s.lastPrune.IsZero() && now.Sub(s.lastPrune) < pruneEvery {
+		return
+	}
+	s.lastPrune = now
+	n, err := s.store.PruneMessageIDs(s.ctx, now.Add(-s.cfg.DedupeWindow))
+	switch {
+	case err != nil && s.ctx.Err() == nil:
+		s.log.Warn("pruning dedupe message IDs failed", "err", err)
+	case n > 0:
+		s.log.Debug("pruned dedupe message IDs", "count", n)
+	}
+}
+
+// rescan follows a notification gap: notifications may have been lost, for
+// instances with no activation (the Runnable scan finds those), for
+// timers (reloaded) and for instances live or starting here, which Runnable
+// skips because this node holds their lease: they all look again.
+func (s *System) rescan() {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
 		return
 	}
+	for _, a := range s.acts {
+		s.signalLocked(a, sigWake)
+	}
+	for id, st := range s.starting {
+		st.woken = true
+		s.starting[id] = st
+	}
+	s.mu.Unlock()
+	s.timers.Reload()
+	s.goBG(s.recoverOnce)
+}
+
+// wake makes sure the instance's activation looks at its mailbox, timers and
+// cancel flag: it signals a live activation or starts one.
+func (s *System) wake(id string) { s.poke(id, sigWake) }
+
+// poke delivers sig (sigWake or sigCancel) to the instance's activation,
+// records it for a start in progress, or starts an activation.
+func (s *System) poke(id string, sig signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
 	if a, ok := s.acts[id]; ok {
-		if a.passivating {
-			a.rewake = true
+		s.signalLocked(a, sig)
+		return
+	}
+	if st, ok := s.starting[id]; ok {
+		if sig == sigCancel {
+			st.cancelled = true
 		} else {
-			// Deliver under s.mu, not through the shell's (asynchronous)
-			// mailbox: passivate looks at wakeCh under s.mu, and a wake still
-			// in flight when it looks would be lost with the activation.
-			a.deliver(sigWake)
+			st.woken = true
 		}
-		s.mu.Unlock()
+		s.starting[id] = st
 		return
 	}
-	if _, ok := s.starting[id]; ok {
-		s.starting[id] = true
-		s.mu.Unlock()
-		return
-	}
-	s.starting[id] = false
+	s.starting[id] = startState{}
 	s.queue = append(s.queue, id)
 	if s.workers < s.cfg.MaxActivating {
 		s.workers++
 		s.runs.Add(1)
 		go s.activator()
 	}
-	s.mu.Unlock()
+}
+
+// signalLocked hands sig to a registered activation; s.mu is held.
+func (s *System) signalLocked(a *activation, sig signal) {
+	if a.passivating {
+		// Its end starts a new activation, which reads mailbox, timers
+		// and cancel flag afresh.
+		a.rewake = true
+		return
+	}
+	// Deliver under s.mu, not through the shell's (asynchronous) mailbox:
+	// passivate looks at wakeCh under s.mu, and a wake still in flight when
+	// it looks would be lost with the activation.
+	a.deliver(sig)
 }
 
 // activator starts queued activations; at most MaxActivating run at once,
@@ -341,18 +518,25 @@ func (s *System) activator() {
 // activate takes the lease and starts an activation that replays history.
 func (s *System) activate(id string) {
 	if s.ctx.Err() != nil {
-		s.clearStarting(id)
+		s.endStart(id, false)
 		return
 	}
 	a, err := s.load(id)
 	if err != nil {
-		s.clearStarting(id)
 		switch {
 		case errors.Is(err, persistence.ErrLeaseHeld), errors.Is(err, persistence.ErrInstanceDone), errors.Is(err, persistence.ErrNotFound):
+			s.endStart(id, true)
+		case errors.Is(err, ErrUnknownWorkflow):
+			// Not ours to run: nodes that have the workflow will.
+			s.log.Debug("instance of a workflow this node does not have; left alone", "instance", id, "err", err)
+			s.endStart(id, true)
 		case s.ctx.Err() != nil:
+			s.endStart(id, false)
 		default:
 			// Most likely the store is unreachable: try again later, or the
 			// instance would sit under our own lease with nobody running it.
+			// The retry covers any wake that arrived meanwhile.
+			s.endStart(id, false)
 			s.log.Warn("activation failed; retrying", "instance", id, "err", err)
 			s.wakeLater(id, storeRetryDelay())
 		}
@@ -361,10 +545,17 @@ func (s *System) activate(id string) {
 	s.launch(a)
 }
 
-func (s *System) clearStarting(id string) {
+// endStart ends a start that launched no activation. With again, a wake or
+// cancel that arrived meanwhile starts the instance anew: it may stand for
+// a change the start did not see (mail, a cancel, the instance's creation).
+func (s *System) endStart(id string, again bool) {
 	s.mu.Lock()
+	st := s.starting[id]
 	delete(s.starting, id)
 	s.mu.Unlock()
+	if again && (st.woken || st.cancelled) {
+		s.wake(id)
+	}
 }
 
 func (s *System) load(id string) (*activation, error) {
@@ -377,18 +568,17 @@ func (s *System) load(id string) (*activation, error) {
 	if cur.Status.Terminal() {
 		return nil, persistence.ErrInstanceDone
 	}
+	// A workflow this node lacks: leave the lease to a node that has it.
+	def, ok := s.defs[cur.Workflow]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, cur.Workflow, id)
+	}
 	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
 		return nil, persistence.ErrLeaseHeld
 	}
 	inst, err := s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL)
 	if err != nil {
 		return nil, err
-	}
-	def, ok := s.defs[inst.Workflow]
-	if !ok {
-		// Another node may run it; give the lease back.
-		_, rerr := s.store.Apply(s.ctx, persistence.Step{Instance: id, Epoch: inst.LeaseEpoch, ReleaseLease: true})
-		return nil, errors.Join(fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, inst.Workflow, id), rerr)
 	}
 	hist, err := s.store.History(s.ctx, id, 0)
 	if err != nil {
@@ -398,28 +588,68 @@ func (s *System) load(id string) (*activation, error) {
 	return newActivation(s, def, inst, hist), nil
 }
 
-// launch registers a and starts its actor and workflow goroutine. The caller
-// must have done s.runs.Add(1) for the start (wake/spawn); launch adds its own.
+// launch registers a and starts its actor and workflow goroutine; it ends
+// the start in progress for a's instance (activator or spawn).
+//
+// Wakes and cancels recorded during the start are handed over. A local
+// Cancel is recorded as such; a plain wake may stand for a cancel that
+// another process committed after a's instance was read, so the flag is
+// read again before a goes live.
 func (s *System) launch(a *activation) {
 	// The actor exists before anyone can find the activation, so that
 	// signal never sees a half-made one.
 	a.pid = s.actors.Root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor { return &shell{a: a} }))
-	s.mu.Lock()
-	if s.stopping {
+	woken := false
+	for {
+		s.mu.Lock()
+		if s.stopping {
+			delete(s.starting, a.id)
+			s.mu.Unlock()
+			s.abandon(a)
+			return
+		}
+		st := s.starting[a.id]
+		if st.woken && !st.cancelled {
+			s.starting[a.id] = startState{} // later wakes mark it again
+			s.mu.Unlock()
+			woken = true
+			inst, err := s.store.Instance(s.ctx, a.id)
+			if err != nil {
+				s.endStart(a.id, false)
+				s.abandon(a)
+				if s.ctx.Err() == nil {
+					s.log.Warn("activation failed; retrying", "instance", a.id, "err", err)
+					s.wakeLater(a.id, storeRetryDelay())
+				}
+				return
+			}
+			if inst.CancelReason != "" {
+				a.deliver(sigCancel)
+			}
+			continue
+		}
 		delete(s.starting, a.id)
+		s.acts[a.id] = a
+		if st.cancelled {
+			a.deliver(sigCancel)
+		}
+		if st.woken || woken {
+			a.deliver(sigWake)
+		}
+		s.runs.Add(1)
 		s.mu.Unlock()
-		s.actors.Root.Stop(a.pid)
-		_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
-		return
+		break
 	}
-	delete(s.starting, a.id)
-	s.acts[a.id] = a
-	s.runs.Add(1)
-	s.mu.Unlock()
 	go func() {
 		defer s.runs.Done()
 		a.run()
 	}()
+}
+
+// abandon drops an activation that never ran and gives its lease back.
+func (s *System) abandon(a *activation) {
+	s.actors.Root.Stop(a.pid)
+	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
 }
 
 // ended is called by an activation's goroutine as it exits.

@@ -422,7 +422,7 @@ func TestTimersTwoSystemsNoDoubleFire(t *testing.T) {
 	})
 	cfg := func(st persistence.Store, node string) actor.Config {
 		return actor.Config{Store: st, Workflows: actor.Register(wf), NodeID: node,
-			PassivateAfter: 20 * time.Millisecond, TimerHorizon: 300 * time.Millisecond}
+			PassivateAfter: 20 * time.Millisecond, TimerHorizon: time.Second}
 	}
 	sysA := testutil.StartNode(t, cfg(stA, "node-a"))
 	sysB := testutil.StartNode(t, cfg(stB, "node-b"))

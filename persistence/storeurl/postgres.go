@@ -7,6 +7,11 @@ import (
 	"github.com/nornlabs/norn/persistence/postgres"
 )
 
+// openPostgres returns a nil Store on error (see openSQLite).
 func openPostgres(ctx context.Context, url string) (persistence.Store, error) {
-	return postgres.Open(ctx, url, postgres.Options{})
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }

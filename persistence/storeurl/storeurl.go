@@ -19,7 +19,8 @@ import (
 	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
-// Open opens the store the URL names.
+// Open opens the store the URL names. On error the Store is nil (a nil
+// interface, not a typed nil pointer).
 func Open(ctx context.Context, url string) (persistence.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
@@ -42,12 +43,22 @@ func Open(ctx context.Context, url string) (persistence.Store, error) {
 				return nil, fmt.Errorf("storeurl: unknown sqlite option %q in %q (known: synchronous)", k, url)
 			}
 		}
-		return sqlite.Open(ctx, path, opts)
+		return openSQLite(ctx, path, opts)
 	case strings.Contains(url, "://"):
 		return nil, fmt.Errorf("storeurl: unknown store scheme in %q (want sqlite:// or postgres://)", url)
 	case url == "":
 		return nil, fmt.Errorf("storeurl: empty store URL")
 	default:
-		return sqlite.Open(ctx, url, sqlite.Options{})
+		return openSQLite(ctx, url, sqlite.Options{})
 	}
+}
+
+// openSQLite returns a nil Store on error: a typed nil *sqlite.Store in the
+// interface would compare non-nil and panic on Close.
+func openSQLite(ctx context.Context, path string, opts sqlite.Options) (persistence.Store, error) {
+	st, err := sqlite.Open(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }

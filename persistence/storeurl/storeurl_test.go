@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
@@ -43,5 +44,27 @@ func openAndList(t *testing.T, u string) {
 	defer st.Close()
 	if _, err := st.List(ctx, persistence.ListFilter{}); err != nil {
 		t.Fatalf("List on %s: %v", u, err)
+	}
+}
+
+// A failed Open returns a nil interface, not a typed nil pointer that
+// compares non-nil and panics on Close.
+func TestOpenErrorReturnsNilStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	for _, u := range []string{
+		dir,               // a directory, not a database file
+		"sqlite://" + dir, // the same through the scheme
+		"postgres://norn@127.0.0.1:1/db?connect_timeout=5&sslmode=disable", // nothing listens on port 1
+	} {
+		st, err := storeurl.Open(ctx, u)
+		if err == nil {
+			st.Close()
+			t.Fatalf("Open(%q) succeeded; want an error", u)
+		}
+		if st != nil {
+			t.Fatalf("Open(%q) = (%#v, %v); want a nil Store with the error", u, st, err)
+		}
 	}
 }

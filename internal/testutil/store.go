@@ -1,0 +1,149 @@
+package testutil
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// InterceptStore wraps a Store so that a test can watch calls into it and
+// pause them at the moment a race needs (between a read and the decision
+// taken on it). Set the hooks before the store is used; they run on the
+// caller's goroutine and must be safe for concurrent calls. A nil hook is
+// skipped. It hides whether the wrapped store is a persistence.Notifier
+// (wrap it in a NotifyStore for that).
+type InterceptStore struct {
+	persistence.Store
+
+	BeforeApply   func(ctx context.Context, step persistence.Step)
+	AfterApply    func(step persistence.Step, res persistence.StepResult, err error)
+	BeforeAcquire func(id, owner string)
+	AfterInstance func(id string, inst persistence.Instance, err error)
+	AfterMailbox  func(id string, msgs []persistence.Message, err error)
+	BeforePrune   func(before time.Time)
+}
+
+// Apply implements persistence.Store.
+func (s *InterceptStore) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
+	if s.BeforeApply != nil {
+		s.BeforeApply(ctx, step)
+	}
+	res, err := s.Store.Apply(ctx, step)
+	if s.AfterApply != nil {
+		s.AfterApply(step, res, err)
+	}
+	return res, err
+}
+
+// AcquireLease implements persistence.Store.
+func (s *InterceptStore) AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (persistence.Instance, error) {
+	if s.BeforeAcquire != nil {
+		s.BeforeAcquire(id, owner)
+	}
+	return s.Store.AcquireLease(ctx, id, owner, ttl)
+}
+
+// Instance implements persistence.Store.
+func (s *InterceptStore) Instance(ctx context.Context, id string) (persistence.Instance, error) {
+	inst, err := s.Store.Instance(ctx, id)
+	if s.AfterInstance != nil {
+		s.AfterInstance(id, inst, err)
+	}
+	return inst, err
+}
+
+// Mailbox implements persistence.Store.
+func (s *InterceptStore) Mailbox(ctx context.Context, id string, limit int) ([]persistence.Message, error) {
+	msgs, err := s.Store.Mailbox(ctx, id, limit)
+	if s.AfterMailbox != nil {
+		s.AfterMailbox(id, msgs, err)
+	}
+	return msgs, err
+}
+
+// PruneMessageIDs implements persistence.Store.
+func (s *InterceptStore) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) {
+	if s.BeforePrune != nil {
+		s.BeforePrune(before)
+	}
+	return s.Store.PruneMessageIDs(ctx, before)
+}
+
+// NotifyStore makes a Store a persistence.Notifier whose notifications the
+// test controls: it forwards the wrapped store's own notifications (if it
+// is a Notifier) unless dropped, and lets the test inject notifications and
+// gaps, as another process or a lost connection would cause.
+type NotifyStore struct {
+	persistence.Store
+	inner persistence.Store // the store whose notifications are forwarded
+	drop  atomic.Bool
+
+	mu  sync.Mutex
+	fns map[int]func([]string)
+	n   int
+}
+
+// Notify wraps st; notifications come from inner when it is a
+// persistence.Notifier (pass the unwrapped store when st is an
+// InterceptStore), else only from the test.
+func Notify(st, inner persistence.Store) *NotifyStore {
+	return &NotifyStore{Store: st, inner: inner, fns: map[int]func([]string){}}
+}
+
+// Listen implements persistence.Notifier.
+func (n *NotifyStore) Listen(ctx context.Context, fn func(ids []string)) error {
+	n.mu.Lock()
+	key := n.n
+	n.n++
+	n.fns[key] = fn
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.fns, key)
+		n.mu.Unlock()
+	}()
+	if in, ok := n.inner.(persistence.Notifier); ok {
+		return in.Listen(ctx, func(ids []string) {
+			if ids != nil && n.drop.Load() {
+				return
+			}
+			fn(ids)
+		})
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Listening reports how many listeners are registered.
+func (n *NotifyStore) Listening() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.fns)
+}
+
+// Drop makes the wrapped store's notifications (not gaps) vanish while on,
+// as if the connection that carried them had been lost.
+func (n *NotifyStore) Drop(on bool) { n.drop.Store(on) }
+
+// Notify hands ids to every listener, as a notification from another
+// process would.
+func (n *NotifyStore) Notify(ids ...string) { n.each(ids) }
+
+// Gap tells every listener that notifications may have been lost (fn(nil)),
+// as a driver does after a reconnect.
+func (n *NotifyStore) Gap() { n.each(nil) }
+
+func (n *NotifyStore) each(ids []string) {
+	n.mu.Lock()
+	fns := make([]func([]string), 0, len(n.fns))
+	for _, fn := range n.fns {
+		fns = append(fns, fn)
+	}
+	n.mu.Unlock()
+	for _, fn := range fns {
+		fn(ids)
+	}
+}
