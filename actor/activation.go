@@ -534,7 +534,7 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 			Target: a.inst.Parent, Sender: a.id, Type: downType, Payload: down})
 	}
 	if err := a.commit(); err != nil {
-		if !errors.Is(err, persistence.ErrFenced) && s.ctx.Err() == nil {
+		if !errors.Is(err, persistence.ErrFenced) && !errors.Is(err, persistence.ErrInstanceDone) && s.ctx.Err() == nil {
 			_, _, done := a.crashed(fmt.Errorf("store: %w", err), true)
 			return done
 		}

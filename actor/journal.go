@@ -481,7 +481,9 @@ func (a *activation) flush() {
 }
 
 func (a *activation) fail(err error) {
-	if errors.Is(err, persistence.ErrFenced) || a.sys.ctx.Err() != nil {
+	// A lost lease, or an instance another node has already ended (it took
+	// over while this one was slow): this activation has nothing left to do.
+	if errors.Is(err, persistence.ErrFenced) || errors.Is(err, persistence.ErrInstanceDone) || a.sys.ctx.Err() != nil {
 		panic(stopPanic{reason: err.Error()})
 	}
 	panic(infraPanic{err: err})
