@@ -44,6 +44,9 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 	if cc.id != "" {
 		id = cc.id
 	}
+	if err := validID("activity ID", id); err != nil {
+		return failedFuture[Out](a, err)
+	}
 	if a.observeCancel() {
 		return failedFuture[Out](a, ErrCancelled)
 	}

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -136,6 +137,9 @@ func (c *Context) send(channel string, pid PID, msg any, opts []SendOption) erro
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := errors.Join(validID("target", string(pid)), validChannel(channel)); err != nil {
+		return err
+	}
 	payload, err := a.sys.encode(msg)
 	if err != nil {
 		return err
@@ -168,6 +172,9 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := validID("channel", channel); err != nil {
+		return "", err
+	}
 	payload, err := a.sys.encode(msg)
 	if err != nil {
 		return "", err
@@ -197,6 +204,9 @@ func (c *Context) Subscribe(channel string, mode mailbox.Mode) error {
 	if channel == "" || !mode.Valid() {
 		return fmt.Errorf("%w: subscribe to %q in mode %q (want broadcast, competing or direct)", ErrInvalidInput, channel, mode)
 	}
+	if err := validID("channel", channel); err != nil {
+		return err
+	}
 	e := a.immediate(EventSubscribed, channel, digest([]byte(mode)), func() persistence.Event {
 		return a.effect(persistence.Event{Kind: EventSubscribed, Name: channel, Payload: []byte(mode), Digest: digest([]byte(mode))},
 			func(p *persistence.Step) {
@@ -210,6 +220,9 @@ func (c *Context) Subscribe(channel string, mode mailbox.Mode) error {
 // mailbox stay.
 func (c *Context) Unsubscribe(channel string) {
 	a := c.a
+	if validID("channel", channel) != nil {
+		return // no such subscription can exist
+	}
 	a.immediate(EventUnsubscribed, channel, "", func() persistence.Event {
 		a.pending.Unsubscribe = append(a.pending.Unsubscribe, channel)
 		return a.recordNow(persistence.Event{Kind: EventUnsubscribed, Name: channel})
@@ -232,6 +245,9 @@ const DefaultVersion = 0
 // recorded markers that no call asks for are skipped).
 func (c *Context) Version(changeID string, maxVersion int) int {
 	a := c.a
+	if err := validID("change ID", changeID); err != nil {
+		panic(err) // a constant in the code: a programming error
+	}
 	for i := a.pos; i < len(a.history) && a.history[i].Kind == EventVersion; i++ {
 		e := a.history[i]
 		if e.Name == changeID {
@@ -267,4 +283,11 @@ func Recur[In any](ctx *Context, next In) error {
 		return err
 	}
 	return &recurSignal{input: b}
+}
+
+func validChannel(channel string) error {
+	if channel == "" {
+		return nil
+	}
+	return validID("channel", channel)
 }

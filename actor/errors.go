@@ -386,3 +386,13 @@ func oneLine(s string) string {
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// validID fails at once for an ID or name the store would reject (too
+// long, invalid UTF-8, NUL). Such a call records nothing: it fails the same
+// way on every replay.
+func validID(field, v string) error {
+	if err := persistence.ValidateID(field, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return nil
+}

@@ -154,6 +154,9 @@ func (a *activation) isChild(id string) bool {
 // "noproc"). Exactly one Down arrives per Monitor call.
 func (c *Context) Monitor(pid PID) error {
 	a := c.a
+	if err := validID("pid", string(pid)); err != nil {
+		return err
+	}
 	e := a.immediate(EventMonitor, string(pid), "", func() persistence.Event {
 		ev := persistence.Event{Kind: EventMonitor, Name: string(pid)}
 		// Subscribe first (committed without an event: a crash before the
@@ -227,6 +230,9 @@ func (a *activation) injectDown(pid PID, down []byte) {
 // Cancel asks another instance to end as cancelled (as System.Cancel does).
 func (c *Context) Cancel(pid PID, reason string) error {
 	a := c.a
+	if err := errors.Join(validID("pid", string(pid)), persistence.ValidateReason(reason)); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
 	e := a.immediate(EventCancelSent, string(pid), "", func() persistence.Event {
 		ev := persistence.Event{Kind: EventCancelSent, Name: string(pid)}
 		if err := a.sys.Cancel(a.sys.ctx, pid, reason); err != nil {

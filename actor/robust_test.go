@@ -1,0 +1,154 @@
+package actor_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/supervisor"
+)
+
+// A crashed instance is not executed again before its restart back-off has
+// passed, whatever wakes it meanwhile (here: mail sent right after the crash).
+func TestRestartBackoffHolds(t *testing.T) {
+	const backoff = 400 * time.Millisecond
+	var (
+		mu          sync.Mutex
+		crashedAt   time.Time
+		delay       time.Duration
+		secondStart time.Time
+	)
+	var runs atomic.Int64
+	crashed := make(chan struct{})
+	wf := actor.Workflow("flaky", func(ctx *actor.Context, _ int) (int, error) {
+		if runs.Add(1) == 1 {
+			panic("first activation crashes")
+		}
+		mu.Lock()
+		if secondStart.IsZero() {
+			secondStart = time.Now()
+		}
+		mu.Unlock()
+		_, err := actor.Receive[string](ctx)
+		return 0, err
+	}, actor.WithRestart(supervisor.RestartPolicy{MaxRestarts: 3, Period: time.Minute,
+		Backoff: supervisor.Exponential(backoff, 1, backoff, 0)}))
+	hooks := hookFunc(func(e actor.HookEvent) {
+		if e.Kind == actor.HookInstanceRestarted {
+			mu.Lock()
+			crashedAt, delay = e.At, e.Duration
+			mu.Unlock()
+			close(crashed)
+		}
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)),
+		Workflows: actor.Register(wf), Hooks: hooks})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, err := actor.Spawn(ctx, sys, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-crashed
+	if err := sys.Send(ctx, pid, "wake up"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := actor.Await(ctx, sys, wf, pid); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if delay < backoff/2 {
+		t.Fatalf("restart back-off reported as %v, want about %v", delay, backoff)
+	}
+	if secondStart.Before(crashedAt.Add(delay)) {
+		t.Fatalf("second execution started %v after the crash, before its back-off of %v", secondStart.Sub(crashedAt), delay)
+	}
+}
+
+// An activity that ignores its context cannot hold the workflow past its
+// timeout: the attempt is abandoned (reported through Hooks), the call fails
+// with a timeout the workflow can match, and the instance goes on.
+func TestActivityTimeoutAbandonsAttempt(t *testing.T) {
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) }) // let the abandoned goroutine end before the leak check
+	stuck := actor.Activity("stuck", func(ctx context.Context, _ int) (int, error) {
+		<-block // ignores ctx
+		return 1, nil
+	}, actor.WithTimeout(50*time.Millisecond), actor.WithRetry(supervisor.NoRetry()))
+	wf := actor.Workflow("impatient", func(ctx *actor.Context, _ int) (string, error) {
+		_, err := stuck.Run(ctx, 0)
+		var ae *actor.ActivityError
+		if !errors.As(err, &ae) || !ae.Timeout || !errors.Is(err, actor.ErrActivityTimeout) {
+			return "", err
+		}
+		return "gave up waiting", nil
+	})
+	var abandoned atomic.Int64
+	hooks := hookFunc(func(e actor.HookEvent) {
+		if e.Kind == actor.HookActivityAbandoned {
+			abandoned.Add(1)
+		}
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)),
+		Workflows: actor.Register(wf), Hooks: hooks})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, _ := actor.Spawn(ctx, sys, wf, 0)
+	got, err := actor.Await(ctx, sys, wf, pid)
+	if err != nil || got != "gave up waiting" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+	if abandoned.Load() != 1 {
+		t.Fatalf("abandoned attempts reported: %d, want 1", abandoned.Load())
+	}
+}
+
+// A cancel reaches a workflow whose activity ignores its context: the wait
+// ends with ErrCancelled and the instance ends cancelled.
+func TestCancelDuringStuckActivity(t *testing.T) {
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	started := make(chan struct{})
+	var once sync.Once
+	stuck := actor.Activity("stuck", func(ctx context.Context, _ int) (int, error) {
+		once.Do(func() { close(started) })
+		<-block
+		return 1, nil
+	})
+	wf := actor.Workflow("cancellable", func(ctx *actor.Context, _ int) (int, error) {
+		return stuck.Run(ctx, 0)
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, _ := actor.Spawn(ctx, sys, wf, 0)
+	<-started
+	if err := sys.Cancel(ctx, pid, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := actor.Await(ctx, sys, wf, pid); !errors.Is(err, actor.ErrCancelled) {
+		t.Fatalf("Await = %v, want ErrCancelled", err)
+	}
+}
+
+// A request the store always rejects (a target or channel with a NUL byte)
+// reaches the workflow as an ErrInvalidInput error, recorded for replay; it
+// is not retried forever as if the store were down.
+func TestRejectedRequestIsTheWorkflowsError(t *testing.T) {
+	wf := actor.Workflow("sloppy", func(ctx *actor.Context, _ int) ([]bool, error) {
+		e1 := ctx.Send("bad\x00pid", "hi")
+		e2 := ctx.Subscribe("bad\x00channel", "broadcast")
+		_, e3 := ctx.Publish("bad\xffchannel", "hi")
+		return []bool{errors.Is(e1, actor.ErrInvalidInput), errors.Is(e2, actor.ErrInvalidInput), errors.Is(e3, actor.ErrInvalidInput)}, nil
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, _ := actor.Spawn(ctx, sys, wf, 0)
+	got, err := actor.Await(ctx, sys, wf, pid)
+	if err != nil || len(got) != 3 || !got[0] || !got[1] || !got[2] {
+		t.Fatalf("Await = %v, %v; want three ErrInvalidInput errors", got, err)
+	}
+}
