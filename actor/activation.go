@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -79,6 +80,7 @@ type activation struct {
 
 	cancelled    bool // the workflow has seen its cancel request (recorded)
 	cancelReason string
+	recheck      atomic.Bool // a remote wake: the cancel flag may have changed in the store
 
 	// guarded by sys.mu
 	passivating bool

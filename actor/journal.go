@@ -280,6 +280,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 				continue
 			}
 		}
+		a.recheckCancel()
 		if a.cancelRequested() {
 			a.record(persistence.Event{Kind: EventCancelObserved})
 			a.cancelled = true
@@ -414,6 +415,22 @@ func (a *activation) memoryBackoff() bool {
 		}
 	}
 	return false
+}
+
+// recheckCancel reads the cancel flag from the store after a remote wake:
+// another process's cancel request arrives only that way.
+func (a *activation) recheckCancel() {
+	if a.replayOnly || !a.recheck.Swap(false) || a.cancelRequested() {
+		return
+	}
+	inst, err := a.sys.store.Instance(a.sys.ctx, a.id)
+	if err != nil {
+		a.fail(err)
+	}
+	if inst.CancelReason != "" {
+		a.cancelReason = inst.CancelReason
+		a.deliver(sigCancel)
+	}
 }
 
 func (a *activation) cancelRequested() bool {

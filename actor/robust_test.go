@@ -152,3 +152,29 @@ func TestRejectedRequestIsTheWorkflowsError(t *testing.T) {
 		t.Fatalf("Await = %v, %v; want three ErrInvalidInput errors", got, err)
 	}
 }
+
+// A cancel committed by another process reaches an activation that is live
+// and parked on this node (the notification is all it gets), without
+// waiting for passivation or a recovery scan.
+func TestRemoteCancelOfLiveActivation(t *testing.T) {
+	sqlite := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	st := testutil.Notify(sqlite, sqlite)
+	wf := actor.Workflow("sleeper", func(ctx *actor.Context, _ int) (int, error) {
+		return 0, ctx.Sleep(time.Hour)
+	})
+	sys := testutil.StartNode(t, slowNets(actor.Config{Store: st, Workflows: actor.Register(wf)}))
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, _ := actor.Spawn(ctx, sys, wf, 0)
+	testutil.Eventually(t, 10*time.Second, "sleeping", func() bool {
+		info, _ := sys.Inspect(ctx, pid)
+		return info.Active && len(info.History) >= 2
+	})
+	// Another process: the request lands in the store, then its notification.
+	if err := sqlite.RequestCancel(ctx, string(pid), "from elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	st.Notify(string(pid))
+	if _, err := actor.Await(ctx, sys, wf, pid); !errors.Is(err, actor.ErrCancelled) {
+		t.Fatalf("Await = %v, want ErrCancelled", err)
+	}
+}

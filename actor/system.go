@@ -254,7 +254,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 					return
 				}
 				for _, id := range ids {
-					s.wake(id)
+					s.wakeRemote(id)
 				}
 			})
 			if err != nil && s.ctx.Err() == nil {
@@ -433,6 +433,7 @@ func (s *System) rescan() {
 		return
 	}
 	for _, a := range s.acts {
+		a.recheck.Store(true)
 		s.signalLocked(a, sigWake)
 	}
 	for id, st := range s.starting {
@@ -447,6 +448,18 @@ func (s *System) rescan() {
 // wake makes sure the instance's activation looks at its mailbox, timers and
 // cancel flag: it signals a live activation or starts one.
 func (s *System) wake(id string) { s.poke(id, sigWake) }
+
+// wakeRemote is wake for a commit of another process: that may have been a
+// cancel request, which reaches a live activation only through the store,
+// so the activation reads its cancel flag again.
+func (s *System) wakeRemote(id string) {
+	s.mu.Lock()
+	if a, ok := s.acts[id]; ok {
+		a.recheck.Store(true)
+	}
+	s.mu.Unlock()
+	s.poke(id, sigWake)
+}
 
 // poke delivers sig (sigWake or sigCancel) to the instance's activation,
 // records it for a start in progress, or starts an activation.
