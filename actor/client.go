@@ -249,7 +249,9 @@ func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
 // safe to retry: a message with an ID already used (within
 // Config.DedupeWindow) is not delivered again, whichever of them sent it.
 // Without it, or with an empty ID, every call gets a fresh random ID and no
-// such check.
+// such check. Inside a workflow (ctx.Send, ctx.Publish) sends are recorded
+// and never repeated on replay anyway; an ID given there is checked the same
+// way against sends from anywhere, and a duplicate is silently not delivered.
 func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.id = id } }
 
 // Duplicate makes the call set *p: true if the message ID given with

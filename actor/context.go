@@ -149,11 +149,14 @@ func (c *Context) send(channel string, pid PID, msg any, opts []SendOption) erro
 	}
 	typ := messageType(msg)
 	e := a.immediate(EventSent, string(pid), digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...)), func() persistence.Event {
-		id := newMessageID()
+		id, dedupe := cfg.id, cfg.id != ""
+		if !dedupe {
+			id = newMessageID()
+		}
 		return a.effect(persistence.Event{Kind: EventSent, Name: string(pid), Ref: id,
 			Digest: digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...))}, func(p *persistence.Step) {
 			p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Target: string(pid), Sender: a.id,
-				Type: typ, Payload: payload, Metadata: cfg.metadata, MustDeliver: true})
+				Type: typ, Payload: payload, Metadata: cfg.metadata, MustDeliver: true, Dedupe: dedupe})
 		})
 	})
 	if e.Error == "" && !a.replaying() {
@@ -185,10 +188,13 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 	typ := messageType(msg)
 	dig := digest(append([]byte(typ+"\x00"), payload...))
 	e := a.immediate(EventPublished, channel, dig, func() persistence.Event {
-		id := newMessageID()
+		id, dedupe := cfg.id, cfg.id != ""
+		if !dedupe {
+			id = newMessageID()
+		}
 		return a.effect(persistence.Event{Kind: EventPublished, Name: channel, Ref: id, Digest: dig}, func(p *persistence.Step) {
 			p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Sender: a.id, Type: typ,
-				Payload: payload, Metadata: cfg.metadata})
+				Payload: payload, Metadata: cfg.metadata, Dedupe: dedupe})
 		})
 	})
 	if err := a.eventError(e); err != nil {

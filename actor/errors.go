@@ -284,6 +284,8 @@ var builtinErrors = []struct {
 	{"norn.unknown_workflow", ErrUnknownWorkflow},
 	{"norn.activity_timeout", ErrActivityTimeout},
 	{"norn.stopped", ErrStopped},
+	{"norn.id_conflict", ErrIDConflict},
+	{"norn.payload_too_large", ErrPayloadTooLarge},
 }
 
 func errType(err error) string {

@@ -512,7 +512,7 @@ func (a *activation) fail(err error) {
 func isUserError(err error) bool {
 	return errors.Is(err, persistence.ErrChannelMode) || errors.Is(err, persistence.ErrNotFound) ||
 		errors.Is(err, persistence.ErrInstanceDone) || errors.Is(err, persistence.ErrInvalidRecord) ||
-		errors.Is(err, ErrInvalidInput)
+		errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrIDConflict) || errors.Is(err, ErrPayloadTooLarge)
 }
 
 // effect records e with the changes add makes and commits at once, so that

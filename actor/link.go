@@ -26,10 +26,10 @@ func SpawnChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], in In) (PID
 		return "", err
 	}
 	e := a.immediate(EventChildSpawned, wf.Name(), digest(input), func() persistence.Event {
-		def, ok := a.sys.defs[wf.Name()]
+		def := Definition(wf)
 		ev := persistence.Event{Kind: EventChildSpawned, Name: wf.Name(), Digest: digest(input)}
-		if !ok || def != Definition(wf) {
-			ev.Error = a.sys.recordError(fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, wf.Name())).marshal()
+		if err := a.sys.checkRegistered(def); err != nil {
+			ev.Error = a.sys.recordError(err).marshal()
 			return a.recordNow(ev)
 		}
 		if err := a.sys.checkPayload("input", input); err != nil {
