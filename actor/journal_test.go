@@ -627,13 +627,15 @@ func TestRetriesSurviveStop(t *testing.T) {
 
 // ---- 8. Monitor followed by a wait replays ----
 
-// TestMonitorThenWaitReplays: a watcher that monitored an instance and then
-// sleeps and receives replays correctly after passivation and after a restart.
+// TestMonitorThenWaitReplays: a watcher that monitored an instance (running,
+// or already ended so that its Down is made at once) and then sleeps and
+// receives replays correctly after passivation and after a restart.
 func TestMonitorThenWaitReplays(t *testing.T) {
 	target := actor.Workflow("monitored", func(ctx *actor.Context, _ int) (int, error) {
 		m, err := actor.Receive[int](ctx)
 		return m.Value, err
 	})
+	quick := actor.Workflow("monitored-quick", func(ctx *actor.Context, n int) (int, error) { return n, nil })
 	watcher := actor.Workflow("watcher", func(ctx *actor.Context, target string) (string, error) {
 		if err := ctx.Monitor(actor.PID(target)); err != nil {
 			return "", err
@@ -651,27 +653,41 @@ func TestMonitorThenWaitReplays(t *testing.T) {
 		}
 		return m.Value + ":" + d.Value.Status, nil
 	})
-	n := startJournalNode(t, actor.Config{Workflows: actor.Register(target, watcher), PassivateAfter: 50 * time.Millisecond})
-	tpid := spawnOK(t, n.sys, target, 0)
-	wpid := spawnOK(t, n.sys, watcher, string(tpid))
-	// Passivated after Monitor and Sleep: the message replays both.
-	testutil.Eventually(t, 30*time.Second, "watcher passivated in its receive", func() bool {
-		info := n.inspect(wpid)
-		return info.Status == persistence.StatusWaiting && countKind(info.History, actor.EventTimerFired) == 1
-	})
-	sendOK(t, n.sys, wpid, "go")
-	waitHistory(t, n.sys, wpid, "watcher took the message", func(h []actor.HistoryEvent) bool {
-		return countKind(h, actor.EventReceived) == 1
-	})
+	n := startJournalNode(t, actor.Config{Workflows: actor.Register(target, quick, watcher), PassivateAfter: 50 * time.Millisecond})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	ended := spawnOK(t, n.sys, quick, 1)
+	if _, err := actor.Await(ctx, n.sys, quick, ended); err != nil {
+		t.Fatal(err)
+	}
+	running := spawnOK(t, n.sys, target, 0)
+	watchers := []actor.PID{spawnOK(t, n.sys, watcher, string(running)), spawnOK(t, n.sys, watcher, string(ended))}
+	for _, w := range watchers {
+		// Passivated after Monitor and Sleep: the message replays both.
+		testutil.Eventually(t, 30*time.Second, string(w)+" passivated in its receive", func() bool {
+			info := n.inspect(w)
+			return info.Status == persistence.StatusWaiting && countKind(info.History, actor.EventTimerFired) == 1
+		})
+		sendOK(t, n.sys, w, "go")
+	}
+	for _, w := range watchers[:1] {
+		waitHistory(t, n.sys, w, "watcher took the message", func(h []actor.HistoryEvent) bool {
+			return countKind(h, actor.EventReceived) == 1
+		})
+	}
+	if got, err := actor.Await(ctx, n.sys, watcher, watchers[1]); err != nil || got != "go:completed" {
+		t.Fatalf("watcher of an ended instance = %q, %v", got, err)
+	}
 	// And once more after a restart.
 	n.restart()
-	sendOK(t, n.sys, tpid, 7)
-	got, err := actor.Await(testutil.Ctx(t, 30*time.Second), n.sys, watcher, wpid)
+	sendOK(t, n.sys, running, 7)
+	got, err := actor.Await(ctx, n.sys, watcher, watchers[0])
 	if err != nil || got != "go:completed" {
 		t.Fatalf("watcher = %q, %v", got, err)
 	}
-	if info := n.inspect(wpid); info.Restarts != 0 || countKind(info.History, actor.EventMonitor) != 1 {
-		t.Fatalf("watcher restarted %d times, history %s", info.Restarts, kindsOf(info.History))
+	for _, w := range watchers {
+		if info := n.inspect(w); info.Restarts != 0 || countKind(info.History, actor.EventMonitor) != 1 {
+			t.Fatalf("watcher %s restarted %d times, history %s", w, info.Restarts, kindsOf(info.History))
+		}
 	}
 }
 

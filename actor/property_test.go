@@ -97,6 +97,8 @@ func newPropDefs() *propDefs {
 		return 0, ctx.Err()
 	}, actor.WithRetry(supervisor.NoRetry()))
 
+	child := actor.Workflow("prop-child", func(ctx *actor.Context, in propIn) (jLossy, error) { return echo.Run(ctx, in) })
+
 	wf := actor.Workflow("prop", func(ctx *actor.Context, seed uint64) ([]string, error) {
 		rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 		var obs []string
@@ -119,7 +121,7 @@ func newPropDefs() *propDefs {
 		subscribed := false
 		ops := 6 + rng.IntN(6)
 		for i := 0; i < ops; i++ {
-			switch op := rng.IntN(12); op {
+			switch op := rng.IntN(13); op {
 			case 0:
 				v, err := echo.Run(ctx, input("run"+strconv.Itoa(i)))
 				see("%d run %s %s", i, v.describe(), errText(err))
@@ -167,11 +169,23 @@ func newPropDefs() *propDefs {
 			case 11:
 				_, err := actor.Receive[propMsg](ctx, mailbox.OnChannel("prop-never"), mailbox.Timeout(time.Duration(1+rng.IntN(3))*time.Millisecond))
 				see("%d receive-timeout %v", i, errors.Is(err, actor.ErrTimeout))
+			case 12:
+				in, monitor := input("child"+strconv.Itoa(i)), rng.IntN(2) == 0
+				pid, err := actor.SpawnChild(ctx, child, in)
+				if err != nil {
+					see("%d spawn child %s", i, errText(err))
+					break
+				}
+				if monitor {
+					see("%d monitor %s %s", i, pid, errText(ctx.Monitor(pid)))
+				}
+				v, err := actor.AwaitChild(ctx, child, pid)
+				see("%d child %s: %s %s", i, pid, v.describe(), errText(err))
 			}
 		}
 		return obs, nil
 	})
-	return &propDefs{wf: wf, config: actor.Config{Workflows: actor.Register(wf), NodeID: propNodeID,
+	return &propDefs{wf: wf, config: actor.Config{Workflows: actor.Register(wf, child), NodeID: propNodeID,
 		Errors: []actor.ErrorDef{actor.ErrorType[*jMyErr]("my")}}}
 }
 
