@@ -919,3 +919,37 @@ func TestUnencodableResultFails(t *testing.T) {
 		t.Fatalf("error messages %q, want them to say what went wrong", m)
 	}
 }
+
+// jPtrNamed names its type with a pointer-receiver MessageType method.
+type jPtrNamed struct{ ID string }
+
+func (*jPtrNamed) MessageType() string { return "orders.ptr-named" }
+
+// TestMessageTypePointerReceiver: a MessageType method on the pointer names
+// the type whether the message is sent as a value or as a pointer, as it does
+// for Receive[T].
+func TestMessageTypePointerReceiver(t *testing.T) {
+	wf := actor.Workflow("ptr-named", func(ctx *actor.Context, _ int) (string, error) {
+		if err := ctx.Send(ctx.PID(), jPtrNamed{ID: "by-value"}); err != nil {
+			return "", err
+		}
+		if err := ctx.Send(ctx.PID(), &jPtrNamed{ID: "by-pointer"}); err != nil {
+			return "", err
+		}
+		var got []string
+		for range 2 {
+			m, err := actor.Receive[jPtrNamed](ctx, mailbox.Timeout(time.Second))
+			if err != nil {
+				return strings.Join(got, " "), err
+			}
+			got = append(got, m.Value.ID+":"+m.Type)
+		}
+		return strings.Join(got, " "), nil
+	})
+	n := startJournalNode(t, actor.Config{Workflows: actor.Register(wf)})
+	pid := spawnOK(t, n.sys, wf, 0)
+	got, err := actor.Await(testutil.Ctx(t, 30*time.Second), n.sys, wf, pid)
+	if err != nil || got != "by-value:orders.ptr-named by-pointer:orders.ptr-named" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+}
