@@ -95,8 +95,18 @@ func messageType(v any) string {
 	case proto.Message:
 		return string(proto.MessageName(x))
 	}
-	return goTypeName(reflect.TypeOf(v))
+	t := reflect.TypeOf(v)
+	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(messageTyperType) {
+		// MessageType on the pointer: a value sent as such is named by it
+		// too, as Receive[T] names T.
+		p := reflect.New(t)
+		p.Elem().Set(reflect.ValueOf(v))
+		return p.Interface().(MessageTyper).MessageType()
+	}
+	return goTypeName(t)
 }
+
+var messageTyperType = reflect.TypeFor[MessageTyper]()
 
 // typeNameFor is the type name a Receive[T] matches; "" matches anything
 // (T is []byte or an interface).

@@ -1,0 +1,363 @@
+package actor_test
+
+// Property test of the journal: a random workflow (built from a seed) makes a
+// random sequence of durable calls and appends every value it observes to its
+// result. Run once without interruption, it gives the reference sequence.
+// Then, for every step boundary k in turn, a child process runs it on a fresh
+// SQLite file and is killed with SIGKILL right after the step that brings the
+// history to k events commits; a node started on that file finishes the
+// instance, part replayed and part live, and must observe exactly the
+// reference sequence.
+//
+// NORN_PROPERTY_SEEDS=n runs n seeds (default 10); NORN_PROPERTY_SEED=s runs
+// only seed s (to reproduce a failure).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/sqlite"
+	"github.com/nornlabs/norn/supervisor"
+)
+
+const (
+	propInstance = "prop"
+	propNodeID   = "prop-node" // child and parent share it: the parent takes the lease back at once
+	propChannel  = "prop-news"
+)
+
+// propIn is an activity input; the result built from it does not survive
+// JSON unchanged.
+type propIn struct {
+	Name string
+	Sec  int64
+	Nsec int64
+	Zone string
+	Off  int
+	N    int64
+}
+
+func (in propIn) lossy() jLossy {
+	return jLossy{Name: in.Name, Hidden: "hidden-" + in.Name, secret: "secret-" + in.Name,
+		At: time.Unix(in.Sec, in.Nsec).In(time.FixedZone(in.Zone, in.Off)), Any: int64(1<<60) + in.N}
+}
+
+// propMsg is a message that does not survive JSON unchanged either.
+type propMsg struct {
+	N      int
+	Hidden string `json:"-"`
+	At     time.Time
+	Any    any
+}
+
+func (m propMsg) describe() string {
+	return fmt.Sprintf("n=%d hidden=%q at=%s loc=%q any=%T(%v)", m.N, m.Hidden, m.At.Format(time.RFC3339Nano),
+		m.At.Location().String(), m.Any, m.Any)
+}
+
+var propZones = []struct {
+	name string
+	off  int
+}{{"CEST", 2 * 3600}, {"EST", -5 * 3600}, {"IST", 5*3600 + 1800}, {"UTC", 0}}
+
+type propDefs struct {
+	wf     *actor.WorkflowDef[uint64, []string]
+	config actor.Config
+}
+
+// newPropDefs builds the workflow and its activities; the child and the
+// parent build the same ones.
+func newPropDefs() *propDefs {
+	echo := actor.Activity("prop-echo", func(ctx context.Context, in propIn) (jLossy, error) { return in.lossy(), nil })
+	flaky := actor.Activity("prop-flaky", func(ctx context.Context, n int) (int, error) {
+		info, _ := actor.Info(ctx)
+		if info.Attempt == 1 {
+			return 0, errors.New("the first attempt fails")
+		}
+		return n*100 + info.Attempt, nil
+	}, actor.WithRetry(supervisor.Exponential(time.Millisecond, 1, time.Millisecond, 3)))
+	fail := actor.Activity("prop-fail", func(ctx context.Context, n int) (int, error) {
+		return 0, supervisor.Terminal(fmt.Errorf("prop: %w", &jMyErr{Code: n}))
+	})
+	hang := actor.Activity("prop-hang", func(ctx context.Context, n int) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}, actor.WithRetry(supervisor.NoRetry()))
+
+	child := actor.Workflow("prop-child", func(ctx *actor.Context, in propIn) (jLossy, error) { return echo.Run(ctx, in) })
+
+	wf := actor.Workflow("prop", func(ctx *actor.Context, seed uint64) ([]string, error) {
+		rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+		var obs []string
+		see := func(format string, args ...any) { obs = append(obs, fmt.Sprintf(format, args...)) }
+		errText := func(err error) string {
+			if err == nil {
+				return "ok"
+			}
+			return "error: " + err.Error()
+		}
+		input := func(name string) propIn {
+			z := propZones[rng.IntN(len(propZones))]
+			return propIn{Name: name, Sec: rng.Int64N(4e9), Nsec: rng.Int64N(1e9), Zone: z.name, Off: z.off, N: rng.Int64N(1000)}
+		}
+		message := func() propMsg {
+			z := propZones[rng.IntN(len(propZones))]
+			return propMsg{N: rng.IntN(1000), Hidden: "hidden", At: time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(time.FixedZone(z.name, z.off)),
+				Any: int64(1<<62) + rng.Int64N(1000)}
+		}
+		subscribed := false
+		ops := 6 + rng.IntN(6)
+		for i := 0; i < ops; i++ {
+			switch op := rng.IntN(13); op {
+			case 0:
+				v, err := echo.Run(ctx, input("run"+strconv.Itoa(i)))
+				see("%d run %s %s", i, v.describe(), errText(err))
+			case 1:
+				now := ctx.Now()
+				see("%d now loc=%s monotonic=%v", i, now.Location(), strings.Contains(now.String(), "m="))
+			case 2:
+				err := ctx.Sleep(time.Duration(1+rng.IntN(4)) * time.Millisecond)
+				see("%d slept %s", i, errText(err))
+			case 3:
+				m := message()
+				err := ctx.Send(ctx.PID(), m)
+				r, rerr := actor.Receive[propMsg](ctx)
+				see("%d self send %s: %s type=%s from-self=%v %s", i, errText(err), r.Value.describe(), r.Type, r.Sender == ctx.PID(), errText(rerr))
+			case 4:
+				if !subscribed {
+					see("%d subscribe %s", i, errText(ctx.Subscribe(propChannel, mailbox.Broadcast)))
+					subscribed = true
+				}
+				id, err := ctx.Publish(propChannel, message())
+				r, rerr := actor.Receive[propMsg](ctx, mailbox.OnChannel(propChannel))
+				see("%d publish %s: %s same-id=%v %s", i, errText(err), r.Value.describe(), r.ID == id && id != "", errText(rerr))
+			case 5:
+				f1, f2 := echo.Go(ctx, input("a"+strconv.Itoa(i))), echo.Go(ctx, input("b"+strconv.Itoa(i)))
+				err := actor.WaitAll(ctx, f1, f2)
+				v1, e1 := f1.Get(ctx)
+				v2, e2 := f2.Get(ctx)
+				see("%d wait-all %s: %s %s / %s %s", i, errText(err), v1.describe(), errText(e1), v2.describe(), errText(e2))
+			case 6:
+				f := echo.Go(ctx, input("sel"+strconv.Itoa(i)))
+				k, err := actor.Select(ctx, f, ctx.Timer(time.Hour))
+				v, verr := f.Get(ctx)
+				see("%d select activity-vs-hour k=%d %s: %s %s", i, k, errText(err), v.describe(), errText(verr))
+			case 7:
+				k, err := actor.Select(ctx, hang.Go(ctx, i), ctx.Timer(time.Duration(1+rng.IntN(3))*time.Millisecond))
+				see("%d select hang-vs-timer k=%d %s", i, k, errText(err))
+			case 8:
+				see("%d version %d", i, ctx.Version("change-"+strconv.Itoa(i), 1+rng.IntN(3)))
+			case 9:
+				v, err := flaky.Run(ctx, i)
+				see("%d flaky %d %s", i, v, errText(err))
+			case 10:
+				_, err := fail.Run(ctx, i)
+				see("%d fail %s", i, jDescribeErr(err))
+			case 11:
+				_, err := actor.Receive[propMsg](ctx, mailbox.OnChannel("prop-never"), mailbox.Timeout(time.Duration(1+rng.IntN(3))*time.Millisecond))
+				see("%d receive-timeout %v", i, errors.Is(err, actor.ErrTimeout))
+			case 12:
+				in, monitor := input("child"+strconv.Itoa(i)), rng.IntN(2) == 0
+				pid, err := actor.SpawnChild(ctx, child, in)
+				if err != nil {
+					see("%d spawn child %s", i, errText(err))
+					break
+				}
+				if monitor {
+					see("%d monitor %s %s", i, pid, errText(ctx.Monitor(pid)))
+				}
+				v, err := actor.AwaitChild(ctx, child, pid)
+				see("%d child %s: %s %s", i, pid, v.describe(), errText(err))
+			}
+		}
+		return obs, nil
+	})
+	return &propDefs{wf: wf, config: actor.Config{Workflows: actor.Register(wf, child), NodeID: propNodeID,
+		Errors: []actor.ErrorDef{actor.ErrorType[*jMyErr]("my")}}}
+}
+
+// propSeeds lists the seeds to run.
+func propSeeds(t *testing.T) []uint64 {
+	if s := os.Getenv("NORN_PROPERTY_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("NORN_PROPERTY_SEED=%q: %v", s, err)
+		}
+		return []uint64{v}
+	}
+	n := 10
+	if s := os.Getenv("NORN_PROPERTY_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("NORN_PROPERTY_SEEDS=%q: want a positive number", s)
+		}
+		n = v
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = uint64(i + 1)
+	}
+	return seeds
+}
+
+// propRun starts a node on the SQLite file at path, optionally spawns the
+// instance, and awaits its result and history length.
+func propRun(t *testing.T, path string, seed uint64, spawn bool) ([]string, int64) {
+	t.Helper()
+	ctx := testutil.Ctx(t, 60*time.Second)
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d := newPropDefs()
+	cfg := d.config
+	cfg.Store, cfg.Logger = st, testutil.Logger()
+	sys, err := actor.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopNode(t, sys)
+	if spawn {
+		if _, err := actor.Spawn(ctx, sys, d.wf, seed, actor.WithID(propInstance)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := actor.Await(ctx, sys, d.wf, propInstance)
+	if err != nil {
+		t.Fatalf("seed %d: Await = %v", seed, err)
+	}
+	info := inspect(t, sys, propInstance)
+	return got, info.HistoryLen
+}
+
+// TestPropertyKillAtEveryStep is the property test described at the top of
+// the file.
+func TestPropertyKillAtEveryStep(t *testing.T) {
+	dir := t.TempDir()
+	for _, seed := range propSeeds(t) {
+		ref, n := propRun(t, filepath.Join(dir, fmt.Sprintf("ref-%d.db", seed)), seed, true)
+		if len(ref) == 0 {
+			t.Fatalf("seed %d: the workflow observed nothing", seed)
+		}
+		kills := 0
+		// k is the history length to kill at; a step can commit several
+		// events, so the next k is one past where the last kill happened.
+		for k := int64(1); k < n; {
+			db := filepath.Join(dir, fmt.Sprintf("seed-%d-k-%d.db", seed, k))
+			c := startChild(t, "prop-kill", "NORN_PROP_DB="+db, "NORN_PROP_SEED="+strconv.FormatUint(seed, 10),
+				"NORN_PROP_K="+strconv.FormatInt(k, 10))
+			line := c.waitLine(t, "", time.Minute)
+			c.kill9(t)
+			at := n
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "AT" {
+				at, _ = strconv.ParseInt(f[1], 10, 64)
+			} else if line != "DONE" {
+				t.Fatalf("seed %d, k %d: child said %q", seed, k, line)
+			}
+			got, _ := propRun(t, db, seed, false)
+			if d := firstDiff(ref, got); d >= 0 {
+				t.Fatalf("seed %d, killed at %d events (asked %d): observation %d differs\n  reference: %s\n  after kill: %s\nreference: %q\nafter kill: %q",
+					seed, at, k, d, nth(ref, d), nth(got, d), ref, got)
+			}
+			kills++
+			k = max(at, k) + 1
+		}
+		t.Logf("seed %d: %d observations, %d history events, %d kill points", seed, len(ref), n, kills)
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range max(len(a), len(b)) {
+		if i >= len(a) || i >= len(b) || a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func nth(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "(none)"
+}
+
+func init() { registerChildRole("prop-kill", propKillChild) }
+
+// killStore freezes the node right after the step that brings the
+// instance's history to k events commits: it reports the length and blocks
+// every Apply from then on, so nothing more is recorded before the kill.
+type killStore struct {
+	persistence.Store
+	k      int64
+	mu     sync.Mutex
+	frozen bool
+}
+
+func (s *killStore) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		<-make(chan struct{})
+	}
+	res, err := s.Store.Apply(ctx, step)
+	if err != nil || (step.Instance != propInstance && (step.Create == nil || step.Create.ID != propInstance)) {
+		return res, err
+	}
+	inst, ierr := s.Store.Instance(ctx, propInstance)
+	if ierr == nil && inst.HistoryLen >= s.k {
+		s.frozen = true
+		childSay("AT %d", inst.HistoryLen)
+		<-make(chan struct{})
+	}
+	return res, err
+}
+
+// propKillChild runs the workflow of NORN_PROP_SEED on NORN_PROP_DB until its
+// history reaches NORN_PROP_K events (then it waits to be killed), or until
+// it completes ("DONE").
+func propKillChild() int {
+	ctx := context.Background()
+	seed, err := strconv.ParseUint(os.Getenv("NORN_PROP_SEED"), 10, 64)
+	if err != nil {
+		return childFail("seed: %v", err)
+	}
+	k, err := strconv.ParseInt(os.Getenv("NORN_PROP_K"), 10, 64)
+	if err != nil {
+		return childFail("k: %v", err)
+	}
+	st, err := sqlite.Open(ctx, os.Getenv("NORN_PROP_DB"), sqlite.Options{})
+	if err != nil {
+		return childFail("open: %v", err)
+	}
+	d := newPropDefs()
+	cfg := d.config
+	cfg.Store, cfg.Logger = &killStore{Store: st, k: k}, testutil.Logger()
+	sys, err := actor.Start(ctx, cfg)
+	if err != nil {
+		return childFail("start: %v", err)
+	}
+	if _, err := actor.Spawn(ctx, sys, d.wf, seed, actor.WithID(propInstance)); err != nil {
+		return childFail("spawn: %v", err)
+	}
+	if _, err := actor.Await(ctx, sys, d.wf, propInstance); err != nil {
+		return childFail("await: %v", err)
+	}
+	childSay("DONE")
+	<-make(chan struct{})
+	return 0
+}
