@@ -135,9 +135,9 @@ const SystemChannelPrefix = "$"
 // With Target set it goes to that instance's mailbox (send by PID, or direct
 // on Channel). With Target empty it is published on Channel: a broadcast
 // channel copies it to every subscriber it has at that moment (a later
-// subscriber never sees it), any other channel keeps it in the channel's
-// queue for competing subscribers — one that has none yet included — until
-// one of them consumes it or Store.PruneQueue drops it as too old.
+// subscriber never sees it); a competing channel, or one with no
+// subscribers yet, keeps it in the channel's queue until a competing
+// subscriber consumes it or Store.PruneQueue drops it as too old.
 type NewMessage struct {
 	ID          string
 	Channel     string
