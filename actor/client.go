@@ -274,7 +274,9 @@ func (s *System) SendOn(ctx context.Context, channel string, pid PID, msg any, o
 }
 
 // Publish puts msg on a channel and returns its message ID once durable
-// (the one given with WithMessageID, if any).
+// (the one given with WithMessageID, if any). Broadcast subscribers get a
+// copy each; on a channel with none it waits in the channel's queue for a
+// competing consumer, for at most Config.QueueRetention.
 func (s *System) Publish(ctx context.Context, channel string, msg any, opts ...SendOption) (string, error) {
 	return s.PublishWith(ctx, channel, msg, nil, opts...)
 }
@@ -332,9 +334,14 @@ type ChannelStat struct {
 	Mode        Mode // empty if the channel has no subscribers
 	Subscribers int
 	Waiting     int // messages not yet consumed (queue plus per-subscriber copies)
+	// Oldest is when the oldest of the Waiting messages was published; zero
+	// if none waits. On a queue that no competing consumer drains it shows
+	// how soon Config.QueueRetention will start deleting messages.
+	Oldest time.Time
 }
 
-// ChannelStats reports, per channel, its mode, subscribers and waiting messages.
+// ChannelStats reports, per channel, its mode, subscribers and waiting
+// messages, and when the oldest of these was published.
 func (s *System) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
 	st, err := s.store.ChannelStats(ctx)
 	if err != nil {
@@ -342,7 +349,7 @@ func (s *System) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
 	}
 	out := make([]ChannelStat, len(st))
 	for i, c := range st {
-		out[i] = ChannelStat{Channel: c.Channel, Mode: c.Mode, Subscribers: c.Subscribers, Waiting: c.Waiting}
+		out[i] = ChannelStat{Channel: c.Channel, Mode: c.Mode, Subscribers: c.Subscribers, Waiting: c.Waiting, Oldest: c.Oldest}
 	}
 	return out, nil
 }

@@ -205,6 +205,9 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 
 // Subscribe starts receiving a channel's messages in the given mode. It fails
 // with ErrChannelModeConflict if the channel has subscribers in another mode.
+// A broadcast subscriber receives only messages published after it
+// subscribed; a competing one also takes those already waiting in the
+// channel's queue (kept for at most Config.QueueRetention).
 func (c *Context) Subscribe(channel string, mode mailbox.Mode) error {
 	a := c.a
 	if channel == "" || !mode.Valid() {

@@ -57,6 +57,15 @@ type Config struct {
 	// window delivers nothing more. Older IDs are forgotten (the node prunes
 	// them every few minutes). Default 7 days, minimum 1 minute.
 	DedupeWindow time.Duration
+	// QueueRetention bounds how long a message published on a channel that
+	// no broadcast subscriber listens to (no subscribers at all, or only
+	// competing ones) waits in the channel's queue for a competing consumer:
+	// older ones are deleted, so that a channel nobody consumes does not
+	// grow forever (the node prunes every few minutes, or every
+	// QueueRetention if that is shorter). Broadcast subscribers never see
+	// such messages: they receive only what is published after they
+	// subscribed. Default 7 days, minimum 1s.
+	QueueRetention time.Duration
 	// MaxPayload bounds, in bytes, the encoded input of Spawn and the encoded
 	// message of Send, SendOn, Publish and PublishWith; larger ones fail with
 	// a *PayloadTooLargeError before anything is written. Default 4 MiB;
@@ -95,7 +104,8 @@ type System struct {
 
 	calls sync.WaitGroup // admitted calls from outside the workflows (see enter)
 
-	lastPrune time.Time // recovery loop only
+	lastPrune      time.Time // recovery loop only
+	lastQueuePrune time.Time // recovery loop only
 
 	mu       sync.Mutex
 	stopping bool
@@ -124,11 +134,14 @@ const (
 	minTimerHorizon     = time.Second
 	minDurableBackoff   = time.Millisecond
 	minDedupeWindow     = time.Minute
+	minQueueRetention   = time.Second
 
-	defaultDedupeWindow = 7 * 24 * time.Hour
-	defaultMaxPayload   = 4 << 20
+	defaultDedupeWindow   = 7 * 24 * time.Hour
+	defaultQueueRetention = 7 * 24 * time.Hour
+	defaultMaxPayload     = 4 << 20
 
-	// pruneEvery spaces the pruning of dedupe IDs.
+	// pruneEvery spaces the pruning of dedupe IDs and of expired queued
+	// messages.
 	pruneEvery = 5 * time.Minute
 )
 
@@ -144,6 +157,7 @@ func (c *Config) validate() error {
 		{"TimerHorizon", c.TimerHorizon, minTimerHorizon},
 		{"DurableBackoff", c.DurableBackoff, minDurableBackoff},
 		{"DedupeWindow", c.DedupeWindow, minDedupeWindow},
+		{"QueueRetention", c.QueueRetention, minQueueRetention},
 	} {
 		if f.val != 0 && f.val < f.min {
 			return fmt.Errorf("%w: Config.%s is %v; it must be at least %v (or zero for the default)", ErrInvalidInput, f.name, f.val, f.min)
@@ -201,6 +215,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	if cfg.DedupeWindow == 0 {
 		cfg.DedupeWindow = defaultDedupeWindow
+	}
+	if cfg.QueueRetention == 0 {
+		cfg.QueueRetention = defaultQueueRetention
 	}
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = defaultMaxPayload
@@ -378,11 +395,13 @@ func (s *System) renewLoop() {
 // recoveryLoop activates instances that need an activation and have none:
 // at start (instances that were mid-run when the process died) and then as a
 // slow, jittered safety net (instances whose owner died, wake-ups lost with a
-// crashed process). It also forgets old dedupe message IDs.
+// crashed process). It also forgets old dedupe message IDs and deletes
+// queued messages older than QueueRetention.
 func (s *System) recoveryLoop() {
 	for {
 		s.recoverOnce()
 		s.pruneMessageIDs()
+		s.pruneQueue()
 		d := time.Duration(float64(s.cfg.RecoveryInterval) * (0.8 + 0.4*mrand.Float64()))
 		select {
 		case <-s.ctx.Done():
@@ -419,6 +438,24 @@ func (s *System) pruneMessageIDs() {
 		s.log.Warn("pruning dedupe message IDs failed", "err", err)
 	case n > 0:
 		s.log.Debug("pruned dedupe message IDs", "count", n)
+	}
+}
+
+// pruneQueue deletes queued messages older than QueueRetention, at start
+// and then every pruneEvery (or every QueueRetention, if that is shorter,
+// so that a short retention is kept roughly to).
+func (s *System) pruneQueue() {
+	now := time.Now()
+	if !s.lastQueuePrune.IsZero() && now.Sub(s.lastQueuePrune) < min(pruneEvery, s.cfg.QueueRetention) {
+		return
+	}
+	s.lastQueuePrune = now
+	n, err := s.store.PruneQueue(s.ctx, now.Add(-s.cfg.QueueRetention))
+	switch {
+	case err != nil && s.ctx.Err() == nil:
+		s.log.Warn("pruning expired queued messages failed", "err", err)
+	case n > 0:
+		s.log.Info("pruned expired queued messages", "count", n, "retention", s.cfg.QueueRetention)
 	}
 }
 

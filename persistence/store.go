@@ -36,7 +36,8 @@ const (
 	// after it subscribed.
 	Broadcast Mode = "broadcast"
 	// Competing: each message is consumed by exactly one subscriber; messages
-	// wait in the channel's queue until some subscriber takes them.
+	// wait in the channel's queue until some subscriber takes them or they
+	// are pruned (see Store.PruneQueue).
 	Competing Mode = "competing"
 	// Direct: messages are addressed to one instance on the channel.
 	Direct Mode = "direct"
@@ -133,8 +134,10 @@ const SystemChannelPrefix = "$"
 //
 // With Target set it goes to that instance's mailbox (send by PID, or direct
 // on Channel). With Target empty it is published on Channel: a broadcast
-// channel copies it to every subscriber, any other channel keeps it in the
-// channel's queue for competing subscribers.
+// channel copies it to every subscriber it has at that moment (a later
+// subscriber never sees it); a competing channel, or one with no
+// subscribers yet, keeps it in the channel's queue until a competing
+// subscriber consumes it or Store.PruneQueue drops it as too old.
 type NewMessage struct {
 	ID          string
 	Channel     string
@@ -246,6 +249,10 @@ type ChannelStat struct {
 	Mode        Mode // empty if the channel has no subscribers
 	Subscribers int
 	Waiting     int // messages not yet consumed (queue plus per-subscriber copies)
+	// Oldest is when the oldest of the Waiting messages was published; zero
+	// if none waits. On a queue that nobody consumes it shows how soon
+	// PruneQueue will start taking messages away.
+	Oldest time.Time
 }
 
 // Store is the durable state of a Norn node or cluster. Implementations must
@@ -291,6 +298,15 @@ type Store interface {
 	// PruneMessageIDs forgets the IDs of Dedupe messages added before t, so
 	// that the table of used IDs stays bounded; it returns how many went.
 	PruneMessageIDs(ctx context.Context, before time.Time) (int, error)
+	// PruneQueue deletes the messages waiting in channels' queues (those
+	// with no Target) that were published before t, so that a channel
+	// nobody consumes does not keep its messages forever; it returns how
+	// many went. Messages addressed to an instance are never deleted: their
+	// addressee will read them. It deletes in chunks, each its own
+	// transaction, so that a long backlog never holds up writers for long;
+	// a consumer whose step names a pruned message gets ErrMessageGone, as
+	// when another consumer took it first.
+	PruneQueue(ctx context.Context, before time.Time) (int, error)
 
 	// DueTimers lists timers due before t, earliest first.
 	DueTimers(ctx context.Context, before time.Time, limit int) ([]Timer, error)

@@ -24,6 +24,8 @@ type InterceptStore struct {
 	AfterInstance func(id string, inst persistence.Instance, err error)
 	AfterMailbox  func(id string, msgs []persistence.Message, err error)
 	BeforePrune   func(before time.Time)
+	// BeforePruneQueue sees the cut-off of each PruneQueue call.
+	BeforePruneQueue func(before time.Time)
 }
 
 // Apply implements persistence.Store.
@@ -70,6 +72,14 @@ func (s *InterceptStore) PruneMessageIDs(ctx context.Context, before time.Time) 
 		s.BeforePrune(before)
 	}
 	return s.Store.PruneMessageIDs(ctx, before)
+}
+
+// PruneQueue implements persistence.Store.
+func (s *InterceptStore) PruneQueue(ctx context.Context, before time.Time) (int, error) {
+	if s.BeforePruneQueue != nil {
+		s.BeforePruneQueue(before)
+	}
+	return s.Store.PruneQueue(ctx, before)
 }
 
 // NotifyStore makes a Store a persistence.Notifier whose notifications the

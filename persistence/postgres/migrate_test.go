@@ -77,7 +77,9 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 		t.Fatalf("mailbox = %+v", ms)
 	}
 	var versions int
-	if err := st.Pool().QueryRow(bg, `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 2 {
+	// Every migration the driver ships is applied, not only the one after 0001.
+	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err := st.Pool().QueryRow(bg, `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != len(files) {
 		t.Fatalf("schema_migrations rows = %d, %v", versions, err)
 	}
 }

@@ -148,9 +148,9 @@ func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, er
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.ChannelStat, error) {
 		var c persistence.ChannelStat
 		var mode string
-		var subs, waiting int64
-		err := row.Scan(&c.Channel, &mode, &subs, &waiting)
-		c.Mode, c.Subscribers, c.Waiting = persistence.Mode(mode), int(subs), int(waiting)
+		var subs, waiting, oldest int64
+		err := row.Scan(&c.Channel, &mode, &subs, &waiting, &oldest)
+		c.Mode, c.Subscribers, c.Waiting, c.Oldest = persistence.Mode(mode), int(subs), int(waiting), fromNS(oldest)
 		return c, err
 	})
 	if err != nil {
@@ -201,6 +201,35 @@ func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, err
 		}
 		total += int(n)
 		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}
+
+// queuePruneChunk is how many queued messages one prune statement deletes:
+// a message row carries its payload, so a chunk is smaller than an ID one.
+const queuePruneChunk = 500
+
+// PruneQueue deletes queued messages published before t.
+func (s *Store) PruneQueue(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.retry(ctx, func() error {
+			tag, err := s.pool.Exec(ctx, sqlPruneQueue, before.UnixNano(), int64(queuePruneChunk))
+			if err != nil {
+				return fmt.Errorf("postgres: prune queued messages: %w", err)
+			}
+			n = tag.RowsAffected()
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		// A short chunk means nothing older is left but what consumers
+		// held locked (skipped), which they are taking anyway.
+		if n < queuePruneChunk {
 			return total, nil
 		}
 	}

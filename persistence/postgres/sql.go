@@ -74,6 +74,7 @@ const (
 	sqlCancel        = "norn_cancel"
 	sqlStatus        = "norn_status"
 	sqlPruneIDs      = "norn_prune_message_ids"
+	sqlPruneQueue    = "norn_prune_queue"
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
@@ -229,6 +230,12 @@ var statements = map[string]string{
 	// backlog does not hold row locks on all of it until it commits.
 	sqlPruneIDs: `DELETE FROM message_ids WHERE msg_id IN (
 		SELECT msg_id FROM message_ids WHERE created_at < $1::bigint LIMIT $2::bigint)`,
+	// $1 before, $2 chunk size. SKIP LOCKED: a message a consumer's step
+	// is taking right now is left to it (or to the next prune) rather than
+	// waited for, so pruning never queues behind writers nor deadlocks
+	// with a batch that locks several messages.
+	sqlPruneQueue: `DELETE FROM messages WHERE seq IN (
+		SELECT seq FROM messages WHERE target IS NULL AND published_at < $1::bigint LIMIT $2::bigint FOR UPDATE SKIP LOCKED)`,
 
 	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
@@ -248,10 +255,10 @@ var statements = map[string]string{
 				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
 		) x ORDER BY seq LIMIT $2::bigint`,
 	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,
-	sqlChannelStats: `SELECT channel, MAX(mode), SUM(subs)::bigint, SUM(waiting)::bigint FROM (
-			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting FROM subscriptions GROUP BY channel, mode
+	sqlChannelStats: `SELECT channel, MAX(mode), SUM(subs)::bigint, SUM(waiting)::bigint, COALESCE(MIN(oldest), 0)::bigint FROM (
+			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting, NULL::bigint AS oldest FROM subscriptions GROUP BY channel, mode
 			UNION ALL
-			SELECT channel, '' AS mode, 0, COUNT(*) FROM messages WHERE channel <> '' GROUP BY channel
+			SELECT channel, '' AS mode, 0, COUNT(*), MIN(published_at) FROM messages WHERE channel <> '' GROUP BY channel
 		) x GROUP BY channel ORDER BY channel`,
 	sqlDueTimers: `SELECT instance_id, timer_id, due FROM timers WHERE due < $1::bigint ORDER BY due LIMIT $2::bigint`,
 }

@@ -90,7 +90,9 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 2 {
+	// Every migration the driver ships is applied, not only the one after 0001.
+	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != len(files) {
 		t.Fatalf("schema_migrations rows = %d, %v", versions, err)
 	}
 	// Opening again finds nothing to do.

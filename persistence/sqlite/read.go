@@ -188,10 +188,10 @@ func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Sub
 
 // ChannelStats summarises channels.
 func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT channel, MAX(mode), SUM(subs), SUM(waiting) FROM (
-			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting FROM subscriptions GROUP BY channel, mode
+	rows, err := s.r.QueryContext(ctx, `SELECT channel, MAX(mode), SUM(subs), SUM(waiting), COALESCE(MIN(oldest), 0) FROM (
+			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting, NULL AS oldest FROM subscriptions GROUP BY channel, mode
 			UNION ALL
-			SELECT channel, '' AS mode, 0, COUNT(*) FROM messages WHERE channel != '' GROUP BY channel
+			SELECT channel, '' AS mode, 0, COUNT(*), MIN(published_at) FROM messages WHERE channel != '' GROUP BY channel
 		) GROUP BY channel ORDER BY channel`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: channel stats: %w", err)
@@ -201,10 +201,11 @@ func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, er
 	for rows.Next() {
 		var c persistence.ChannelStat
 		var mode string
-		if err := rows.Scan(&c.Channel, &mode, &c.Subscribers, &c.Waiting); err != nil {
+		var oldest int64
+		if err := rows.Scan(&c.Channel, &mode, &c.Subscribers, &c.Waiting, &oldest); err != nil {
 			return nil, fmt.Errorf("sqlite: channel stats: %w", err)
 		}
-		c.Mode = persistence.Mode(mode)
+		c.Mode, c.Oldest = persistence.Mode(mode), fromNS(oldest)
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -289,6 +290,38 @@ func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, err
 		}
 		total += int(n)
 		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}
+
+// queuePruneChunk is how many queued messages one write request deletes.
+// Smaller than pruneChunk: a message row carries its payload, so deleting
+// one costs more than forgetting an ID.
+const queuePruneChunk = 500
+
+// PruneQueue deletes queued messages published before t.
+func (s *Store) PruneQueue(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		var n int64
+		err := s.write(ctx, true, func(tx *sql.Tx) error {
+			r, err := tx.Exec(`DELETE FROM messages WHERE seq IN (
+				SELECT seq FROM messages WHERE target IS NULL AND published_at < ? LIMIT ?)`, before.UnixNano(), queuePruneChunk)
+			if err != nil {
+				return fmt.Errorf("sqlite: prune queued messages: %w", err)
+			}
+			n, err = r.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("sqlite: prune queued messages: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < queuePruneChunk {
 			return total, nil
 		}
 	}

@@ -91,7 +91,7 @@ func testDedupe(t *testing.T, st persistence.Store) {
 		t.Fatalf("mailbox c = %s", got)
 	}
 	stats, _ := st.ChannelStats(ctx())
-	if got := fmt.Sprint(stats); got != "[{jobs  0 1} {news broadcast 2 2}]" {
+	if got := statsString(t, stats); got != "[{jobs  0 1} {news broadcast 2 2}]" {
 		t.Fatalf("channel stats = %s", got)
 	}
 

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Factory) {
 		{"Dedupe", testDedupe},
 		{"DedupeRace", testDedupeRace},
 		{"RestartLog", testRestartLog},
+		{"PruneQueue", testPruneQueue},
 		{"Validation", testValidation},
 	}
 	for _, tc := range tests {
@@ -547,7 +548,7 @@ func testList(t *testing.T, st persistence.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprint(stats)
+	got := statsString(t, stats)
 	if got != "[{jobs competing 2 2} {orphan  0 1}]" {
 		t.Fatalf("channel stats = %s", got)
 	}
