@@ -2,11 +2,20 @@
 // System that runs a node, and the Context a workflow uses for every durable
 // call.
 //
-// Each workflow instance is a persistent actor. Its live activation (a
-// protoactor actor plus the goroutine running the workflow function) replays
+// Each workflow instance is a persistent actor. Its live activation replays
 // the instance's history and then carries on; every step it takes commits
 // history, mailbox, timer and status changes in one store transaction,
 // fenced by the instance's lease epoch.
+//
+// Every durable call goes through one journal: the live run records the
+// call's outcome and returns the value decoded from that record, exactly as
+// a replay does, so a workflow sees the same values before and after any
+// restart. Replay checks each call (kind, name, a digest of its input)
+// against history and stops the instance with a NonDeterminismError at the
+// first divergence. Futures (ActivityDef.Go, Context.Timer, ReceiveAsync,
+// Select, WaitAll) run work side by side; the order in which outcomes were
+// observed is recorded too. Context.Version changes code under running
+// instances, and Replay checks today's code against a stored history.
 //
 //	var charge = actor.Activity("charge", func(ctx context.Context, o Order) (Receipt, error) { ... })
 //	var orderFlow = actor.Workflow("order", func(ctx *actor.Context, o Order) (Receipt, error) {

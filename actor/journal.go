@@ -266,7 +266,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 				a.cancelled = true
 				return ErrCancelled
 			}
-			a.nondet(e, "a wait for "+waitingFor(recv, a.order))
+			a.nondet(e, "a wait for "+waitingFor(a.order))
 		}
 		a.poll()
 		if done() {
@@ -294,7 +294,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 	}
 }
 
-func waitingFor(recv []*command, order []*command) string {
+func waitingFor(order []*command) string {
 	if len(order) == 0 {
 		return "nothing"
 	}
