@@ -167,13 +167,22 @@ func (a *activation) observeCancel() bool {
 	if a.cancelled {
 		return true
 	}
-	a.skipMarkers()
 	if a.replaying() {
-		if a.history[a.pos].Kind == EventCancelObserved {
-			a.pos++
-			a.cancelled = true
+		// Look past version markers without taking them: a Version call
+		// after this one may still ask for them.
+		i := a.pos
+		for i < len(a.history) && a.history[i].Kind == EventVersion {
+			i++
 		}
-		return a.cancelled
+		if i < len(a.history) && a.history[i].Kind == EventCancelObserved {
+			a.pos = i + 1
+			a.cancelled = true
+			return true
+		}
+		if i < len(a.history) {
+			return false // history goes on: the first run saw no cancel here
+		}
+		// Only version markers are left: from here on the run is live.
 	}
 	if a.cancelRequested() {
 		a.record(persistence.Event{Kind: EventCancelObserved})

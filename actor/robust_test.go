@@ -178,3 +178,40 @@ func TestRemoteCancelOfLiveActivation(t *testing.T) {
 		t.Fatalf("Await = %v, want ErrCancelled", err)
 	}
 }
+
+// A version marker recorded right after a call that looks for a cancel is
+// still there for the Version call on replay.
+func TestVersionAfterActivityReplays(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	one := actor.Activity("one", func(ctx context.Context, n int) (int, error) { return n, nil })
+	wf := actor.Workflow("versioned", func(ctx *actor.Context, _ int) (int, error) {
+		f := one.Go(ctx, 1)
+		v := ctx.Version("after-go", 3)
+		if _, err := f.Get(ctx); err != nil {
+			return 0, err
+		}
+		if _, err := actor.Receive[string](ctx); err != nil {
+			return 0, err
+		}
+		return v, nil
+	})
+	cfg := actor.Config{Store: st, Workflows: actor.Register(wf)}
+	ctx := testutil.Ctx(t, 30*time.Second)
+	sys := testutil.StartNode(t, cfg)
+	pid, _ := actor.Spawn(ctx, sys, wf, 0)
+	testutil.Eventually(t, 10*time.Second, "parked in Receive", func() bool {
+		info, _ := sys.Inspect(ctx, pid)
+		return len(info.History) >= 3
+	})
+	if err := sys.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sys2 := testutil.StartNode(t, cfg)
+	if err := sys2.Send(ctx, pid, "go on"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, sys2, wf, pid); err != nil || got != 3 {
+		t.Fatalf("Await = %d, %v; want the recorded version 3", got, err)
+	}
+}
