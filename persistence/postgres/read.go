@@ -185,25 +185,7 @@ const pruneChunk = 5000
 
 // PruneMessageIDs forgets the dedupe IDs first used before t.
 func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) {
-	total := 0
-	for {
-		var n int64
-		err := s.retry(ctx, func() error {
-			tag, err := s.pool.Exec(ctx, sqlPruneIDs, before.UnixNano(), int64(pruneChunk))
-			if err != nil {
-				return fmt.Errorf("postgres: prune message IDs: %w", err)
-			}
-			n = tag.RowsAffected()
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total += int(n)
-		if n < pruneChunk {
-			return total, nil
-		}
-	}
+	return s.prune(ctx, "message IDs", sqlPruneIDs, before, pruneChunk)
 }
 
 // queuePruneChunk is how many queued messages one prune statement deletes:
@@ -212,13 +194,21 @@ const queuePruneChunk = 500
 
 // PruneQueue deletes queued messages published before t.
 func (s *Store) PruneQueue(ctx context.Context, before time.Time) (int, error) {
+	// A short chunk means nothing older is left but what consumers held
+	// locked (skipped), which they are taking anyway.
+	return s.prune(ctx, "queued messages", sqlPruneQueue, before, queuePruneChunk)
+}
+
+// prune runs a chunked delete statement (args: cut-off, chunk size) until a
+// chunk comes back short, so that no single statement holds locks long.
+func (s *Store) prune(ctx context.Context, what, stmt string, before time.Time, chunk int) (int, error) {
 	total := 0
 	for {
 		var n int64
 		err := s.retry(ctx, func() error {
-			tag, err := s.pool.Exec(ctx, sqlPruneQueue, before.UnixNano(), int64(queuePruneChunk))
+			tag, err := s.pool.Exec(ctx, stmt, before.UnixNano(), int64(chunk))
 			if err != nil {
-				return fmt.Errorf("postgres: prune queued messages: %w", err)
+				return fmt.Errorf("postgres: prune %s: %w", what, err)
 			}
 			n = tag.RowsAffected()
 			return nil
@@ -227,9 +217,7 @@ func (s *Store) PruneQueue(ctx context.Context, before time.Time) (int, error) {
 			return total, err
 		}
 		total += int(n)
-		// A short chunk means nothing older is left but what consumers
-		// held locked (skipped), which they are taking anyway.
-		if n < queuePruneChunk {
+		if n < int64(chunk) {
 			return total, nil
 		}
 	}

@@ -270,29 +270,8 @@ const pruneChunk = 5000
 
 // PruneMessageIDs forgets the dedupe IDs first used before t.
 func (s *Store) PruneMessageIDs(ctx context.Context, before time.Time) (int, error) {
-	total := 0
-	for {
-		var n int64
-		err := s.write(ctx, true, func(tx *sql.Tx) error {
-			r, err := tx.Exec(`DELETE FROM message_ids WHERE msg_id IN (
-				SELECT msg_id FROM message_ids WHERE created_at < ? LIMIT ?)`, before.UnixNano(), pruneChunk)
-			if err != nil {
-				return fmt.Errorf("sqlite: prune message IDs: %w", err)
-			}
-			n, err = r.RowsAffected()
-			if err != nil {
-				return fmt.Errorf("sqlite: prune message IDs: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total += int(n)
-		if n < pruneChunk {
-			return total, nil
-		}
-	}
+	return s.prune(ctx, "message IDs", `DELETE FROM message_ids WHERE msg_id IN (
+		SELECT msg_id FROM message_ids WHERE created_at < ? LIMIT ?)`, before, pruneChunk)
 }
 
 // queuePruneChunk is how many queued messages one write request deletes.
@@ -302,18 +281,24 @@ const queuePruneChunk = 500
 
 // PruneQueue deletes queued messages published before t.
 func (s *Store) PruneQueue(ctx context.Context, before time.Time) (int, error) {
+	return s.prune(ctx, "queued messages", `DELETE FROM messages WHERE seq IN (
+		SELECT seq FROM messages WHERE target IS NULL AND published_at < ? LIMIT ?)`, before, queuePruneChunk)
+}
+
+// prune runs a chunked delete (args: cut-off, chunk size), one write
+// request per chunk, until a chunk comes back short: the one writer is never
+// held long.
+func (s *Store) prune(ctx context.Context, what, stmt string, before time.Time, chunk int) (int, error) {
 	total := 0
 	for {
 		var n int64
 		err := s.write(ctx, true, func(tx *sql.Tx) error {
-			r, err := tx.Exec(`DELETE FROM messages WHERE seq IN (
-				SELECT seq FROM messages WHERE target IS NULL AND published_at < ? LIMIT ?)`, before.UnixNano(), queuePruneChunk)
-			if err != nil {
-				return fmt.Errorf("sqlite: prune queued messages: %w", err)
+			r, err := tx.Exec(stmt, before.UnixNano(), chunk)
+			if err == nil {
+				n, err = r.RowsAffected()
 			}
-			n, err = r.RowsAffected()
 			if err != nil {
-				return fmt.Errorf("sqlite: prune queued messages: %w", err)
+				return fmt.Errorf("sqlite: prune %s: %w", what, err)
 			}
 			return nil
 		})
@@ -321,7 +306,7 @@ func (s *Store) PruneQueue(ctx context.Context, before time.Time) (int, error) {
 			return total, err
 		}
 		total += int(n)
-		if n < queuePruneChunk {
+		if n < int64(chunk) {
 			return total, nil
 		}
 	}
