@@ -102,6 +102,9 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 	if id == "" {
 		id = def.Name() + "-" + newSortableID()
 	}
+	if err := validID("instance ID", id); err != nil {
+		return "", false, err
+	}
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()

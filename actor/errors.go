@@ -29,8 +29,10 @@ var (
 	ErrTimeout = errors.New("norn: receive timed out")
 	// ErrStopped: the System is stopping or stopped.
 	ErrStopped = errors.New("norn: system stopped")
-	// ErrInvalidInput: an argument that can never work (bad mode, empty ID…).
-	ErrInvalidInput = errors.New("norn: invalid input")
+	// ErrInvalidInput: an argument that can never work (bad mode, an ID with
+	// a NUL byte, a name too long…). The store's validation errors
+	// (*persistence.InvalidError, naming the field) match it too.
+	ErrInvalidInput = persistence.ErrInvalidRecord
 	// ErrActivityTimeout: an activity attempt ran past its WithTimeout.
 	ErrActivityTimeout = errors.New("norn: activity attempt timed out")
 )

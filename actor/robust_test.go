@@ -3,6 +3,7 @@ package actor_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
 )
 
@@ -213,5 +215,42 @@ func TestVersionAfterActivityReplays(t *testing.T) {
 	}
 	if got, err := actor.Await(ctx, sys2, wf, pid); err != nil || got != 3 {
 		t.Fatalf("Await = %d, %v; want the recorded version 3", got, err)
+	}
+}
+
+// Bad IDs, channel names and metadata get ErrInvalidInput naming the field,
+// on every store the same, and nothing is written.
+func TestInvalidInputFromOutside(t *testing.T) {
+	wf := actor.Workflow("plain", func(ctx *actor.Context, _ int) (int, error) { return 0, nil })
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	tooLong := strings.Repeat("x", 300)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"spawn id with NUL", func() error { _, err := actor.Spawn(ctx, sys, wf, 0, actor.WithID("a\x00b")); return err }},
+		{"spawn id too long", func() error { _, err := actor.Spawn(ctx, sys, wf, 0, actor.WithID(tooLong)); return err }},
+		{"send to invalid UTF-8", func() error { return sys.Send(ctx, "bad\xff", 1) }},
+		{"publish on a long channel", func() error { _, err := sys.Publish(ctx, tooLong, 1); return err }},
+		{"metadata with NUL", func() error {
+			_, err := sys.PublishWith(ctx, "c", 1, map[string]string{"k": "v\x00"})
+			return err
+		}},
+		{"cancel reason invalid UTF-8", func() error { return sys.Cancel(ctx, "x", "bad\xff") }},
+	}
+	for _, c := range cases {
+		err := c.call()
+		var ie *persistence.InvalidError
+		if !errors.Is(err, actor.ErrInvalidInput) || !errors.As(err, &ie) || ie.Field == "" {
+			t.Errorf("%s: err = %v, want ErrInvalidInput naming the field", c.name, err)
+		}
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("%s: error text of %d bytes", c.name, len(err.Error()))
+		}
+	}
+	stats, _ := sys.ChannelStats(ctx)
+	if len(stats) != 0 {
+		t.Fatalf("something was written: %+v", stats)
 	}
 }

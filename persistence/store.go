@@ -58,7 +58,7 @@ var (
 	ErrHistoryGap    = errors.New("norn: history sequence does not continue the stored history")
 	ErrStoreClosed   = errors.New("norn: store closed")
 	ErrChannelMode   = errors.New("norn: channel mode conflict")
-	ErrInvalidRecord = errors.New("norn: invalid record")
+	ErrInvalidRecord = errors.New("norn: invalid input")
 )
 
 // ModeConflictError says a channel already has subscribers in another mode.

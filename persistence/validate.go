@@ -45,7 +45,7 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string {
-	return "norn: invalid record: " + e.Field + ": " + e.Reason
+	return "norn: invalid input: " + e.Field + ": " + e.Reason
 }
 
 // Is makes errors.Is(err, ErrInvalidRecord) true.

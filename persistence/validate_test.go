@@ -19,9 +19,9 @@ func TestValidateText(t *testing.T) {
 		{"ünï", 5, ""},
 		{"", 5, ""},
 		{strings.Repeat("x", 1<<16), 0, ""},
-		{"toolong", 5, `norn: invalid record: f: 7 bytes long, at most 5 allowed: "toolong"`},
-		{"a\x00b", 0, `norn: invalid record: f: contains a NUL byte: "a\x00b"`},
-		{"a\xffb", 0, `norn: invalid record: f: not valid UTF-8: "a\xffb"`},
+		{"toolong", 5, `norn: invalid input: f: 7 bytes long, at most 5 allowed: "toolong"`},
+		{"a\x00b", 0, `norn: invalid input: f: contains a NUL byte: "a\x00b"`},
+		{"a\xffb", 0, `norn: invalid input: f: not valid UTF-8: "a\xffb"`},
 	} {
 		err := persistence.ValidateText("f", tc.v, tc.max)
 		if tc.want == "" {
@@ -44,7 +44,7 @@ func TestInvalidErrorExcerpt(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Field != "Send[0].Target" {
 		t.Fatalf("error = %#v", err)
 	}
-	want := `norn: invalid record: Send[0].Target: contains a NUL byte: "` + strings.Repeat("é", 32) + `"…`
+	want := `norn: invalid input: Send[0].Target: contains a NUL byte: "` + strings.Repeat("é", 32) + `"…`
 	if err.Error() != want {
 		t.Fatalf("error = %s\nwant    %s", err, want)
 	}
