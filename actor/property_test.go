@@ -7,7 +7,8 @@ package actor_test
 // SQLite file and is killed with SIGKILL right after the step that brings the
 // history to k events commits; a node started on that file finishes the
 // instance, part replayed and part live, and must observe exactly the
-// reference sequence.
+// reference sequence. Last, one file is killed at every boundary in turn, each
+// process going on from what the ones before it recorded.
 //
 // NORN_PROPERTY_SEEDS=n runs n seeds (default 10); NORN_PROPERTY_SEED=s runs
 // only seed s (to reproduce a failure).
@@ -118,10 +119,18 @@ func newPropDefs() *propDefs {
 			return propMsg{N: rng.IntN(1000), Hidden: "hidden", At: time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(time.FixedZone(z.name, z.off)),
 				Any: int64(1<<62) + rng.Int64N(1000)}
 		}
+		// Futures started and not yet waited for: other calls run between
+		// a Go (or Timer, or ReceiveAsync) and its wait.
+		type pend struct {
+			f    actor.Awaitable
+			done func() string // the observation, once f is ready
+		}
+		var pending []pend
+		settle := func(i int, p pend) { see("%d %s", i, p.done()) }
 		subscribed := false
 		ops := 6 + rng.IntN(6)
 		for i := 0; i < ops; i++ {
-			switch op := rng.IntN(13); op {
+			switch op := rng.IntN(18); op {
 			case 0:
 				v, err := echo.Run(ctx, input("run"+strconv.Itoa(i)))
 				see("%d run %s %s", i, v.describe(), errText(err))
@@ -134,7 +143,7 @@ func newPropDefs() *propDefs {
 			case 3:
 				m := message()
 				err := ctx.Send(ctx.PID(), m)
-				r, rerr := actor.Receive[propMsg](ctx)
+				r, rerr := actor.Receive[propMsg](ctx, mailbox.OnChannel(""))
 				see("%d self send %s: %s type=%s from-self=%v %s", i, errText(err), r.Value.describe(), r.Type, r.Sender == ctx.PID(), errText(rerr))
 			case 4:
 				if !subscribed {
@@ -181,7 +190,65 @@ func newPropDefs() *propDefs {
 				}
 				v, err := actor.AwaitChild(ctx, child, pid)
 				see("%d child %s: %s %s", i, pid, v.describe(), errText(err))
+			case 13: // start an activity, wait later
+				j := i
+				var f *actor.Future[jLossy]
+				var g *actor.Future[int]
+				if rng.IntN(3) == 0 {
+					g = flaky.Go(ctx, i)
+				} else {
+					f = echo.Go(ctx, input("go"+strconv.Itoa(i)))
+				}
+				see("%d go", i)
+				if g != nil {
+					pending = append(pending, pend{g, func() string {
+						v, err := g.Get(ctx)
+						return fmt.Sprintf("got flaky of %d: %d %s", j, v, errText(err))
+					}})
+				} else {
+					pending = append(pending, pend{f, func() string {
+						v, err := f.Get(ctx)
+						return fmt.Sprintf("got activity of %d: %s %s", j, v.describe(), errText(err))
+					}})
+				}
+			case 14: // start a timer, wait later
+				j, tm := i, ctx.Timer(time.Duration(1+rng.IntN(4))*time.Millisecond)
+				see("%d timer", i)
+				pending = append(pending, pend{tm, func() string {
+					_, err := tm.Get(ctx)
+					return fmt.Sprintf("timer of %d fired %s", j, errText(err))
+				}})
+			case 15: // send to self and start a receive, wait later
+				j := i
+				err := ctx.Send(ctx.PID(), message())
+				r := actor.ReceiveAsync[propMsg](ctx, mailbox.OnChannel(""))
+				see("%d receive-async after send %s", i, errText(err))
+				pending = append(pending, pend{r, func() string {
+					m, err := r.Get(ctx)
+					return fmt.Sprintf("received for %d: %s %s", j, m.Value.describe(), errText(err))
+				}})
+			case 16: // wait for one pending future
+				if len(pending) == 0 {
+					see("%d nothing pending", i)
+					break
+				}
+				k := rng.IntN(len(pending))
+				settle(i, pending[k])
+				pending = append(pending[:k:k], pending[k+1:]...)
+			case 17: // wait for all of them
+				fs := make([]actor.Awaitable, len(pending))
+				for k, p := range pending {
+					fs[k] = p.f
+				}
+				see("%d wait-all pending %d %s", i, len(fs), errText(actor.WaitAll(ctx, fs...)))
+				for _, p := range pending {
+					settle(i, p)
+				}
+				pending = nil
 			}
+		}
+		for _, p := range pending {
+			settle(ops, p)
 		}
 		return obs, nil
 	})
@@ -258,16 +325,7 @@ func TestPropertyKillAtEveryStep(t *testing.T) {
 		// events, so the next k is one past where the last kill happened.
 		for k := int64(1); k < n; {
 			db := filepath.Join(dir, fmt.Sprintf("seed-%d-k-%d.db", seed, k))
-			c := startChild(t, "prop-kill", "NORN_PROP_DB="+db, "NORN_PROP_SEED="+strconv.FormatUint(seed, 10),
-				"NORN_PROP_K="+strconv.FormatInt(k, 10))
-			line := c.waitLine(t, "", time.Minute)
-			c.kill9(t)
-			at := n
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "AT" {
-				at, _ = strconv.ParseInt(f[1], 10, 64)
-			} else if line != "DONE" {
-				t.Fatalf("seed %d, k %d: child said %q", seed, k, line)
-			}
+			at := propKill(t, db, seed, k, n)
 			got, _ := propRun(t, db, seed, false)
 			if d := firstDiff(ref, got); d >= 0 {
 				t.Fatalf("seed %d, killed at %d events (asked %d): observation %d differs\n  reference: %s\n  after kill: %s\nreference: %q\nafter kill: %q",
@@ -276,8 +334,42 @@ func TestPropertyKillAtEveryStep(t *testing.T) {
 			kills++
 			k = max(at, k) + 1
 		}
-		t.Logf("seed %d: %d observations, %d history events, %d kill points", seed, len(ref), n, kills)
+		// Then once more on one file, killed at every boundary in turn: each
+		// process replays what the ones before it recorded and adds a step.
+		db := filepath.Join(dir, fmt.Sprintf("seed-%d-chain.db", seed))
+		chain := 0
+		for k := int64(1); k < n; chain++ {
+			k = max(propKill(t, db, seed, k, n), k) + 1
+		}
+		got, _ := propRun(t, db, seed, false)
+		if d := firstDiff(ref, got); d >= 0 {
+			t.Fatalf("seed %d, killed %d times in a row: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
+				seed, chain, d, nth(ref, d), nth(got, d), ref, got)
+		}
+		t.Logf("seed %d: %d observations, %d history events, %d kill points, then %d kills in a row", seed, len(ref), n, kills, chain)
 	}
+}
+
+// propKill runs the instance in a child process on db until its history
+// reaches k events, kills it with SIGKILL and returns the history length it
+// had reached (n, the reference length, if it completed first).
+func propKill(t *testing.T, db string, seed uint64, k, n int64) int64 {
+	t.Helper()
+	c := startChild(t, "prop-kill", "NORN_PROP_DB="+db, "NORN_PROP_SEED="+strconv.FormatUint(seed, 10),
+		"NORN_PROP_K="+strconv.FormatInt(k, 10))
+	line := c.waitLine(t, "", time.Minute)
+	c.kill9(t)
+	if f := strings.Fields(line); len(f) == 2 && f[0] == "AT" {
+		at, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("seed %d, k %d: child said %q", seed, k, line)
+		}
+		return at
+	}
+	if line != "DONE" {
+		t.Fatalf("seed %d, k %d: child said %q", seed, k, line)
+	}
+	return n
 }
 
 func firstDiff(a, b []string) int {
@@ -327,9 +419,9 @@ func (s *killStore) Apply(ctx context.Context, step persistence.Step) (persisten
 	return res, err
 }
 
-// propKillChild runs the workflow of NORN_PROP_SEED on NORN_PROP_DB until its
-// history reaches NORN_PROP_K events (then it waits to be killed), or until
-// it completes ("DONE").
+// propKillChild runs the workflow of NORN_PROP_SEED on NORN_PROP_DB (spawning
+// it unless it exists) until its history reaches NORN_PROP_K events (then it
+// waits to be killed), or until it completes ("DONE").
 func propKillChild() int {
 	ctx := context.Background()
 	seed, err := strconv.ParseUint(os.Getenv("NORN_PROP_SEED"), 10, 64)
@@ -351,8 +443,13 @@ func propKillChild() int {
 	if err != nil {
 		return childFail("start: %v", err)
 	}
-	if _, err := actor.Spawn(ctx, sys, d.wf, seed, actor.WithID(propInstance)); err != nil {
-		return childFail("spawn: %v", err)
+	// Spawn only a new instance: a node recovers one that exists.
+	if _, err := st.Instance(ctx, propInstance); errors.Is(err, persistence.ErrNotFound) {
+		if _, err := actor.Spawn(ctx, sys, d.wf, seed, actor.WithID(propInstance)); err != nil {
+			return childFail("spawn: %v", err)
+		}
+	} else if err != nil {
+		return childFail("read instance: %v", err)
 	}
 	if _, err := actor.Await(ctx, sys, d.wf, propInstance); err != nil {
 		return childFail("await: %v", err)
