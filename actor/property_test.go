@@ -7,8 +7,14 @@ package actor_test
 // SQLite file and is killed with SIGKILL right after the step that brings the
 // history to k events commits; a node started on that file finishes the
 // instance, part replayed and part live, and must observe exactly the
-// reference sequence. Last, one file is killed at every boundary in turn, each
-// process going on from what the ones before it recorded.
+// reference sequence. Values that differ from run to run (times, message
+// IDs, which of two racing activities wins) stay out of the result; they go
+// into the input of a witness activity, which must get the same input every
+// time it runs under one idempotency key. Then one file is killed at every
+// boundary in turn, each process going on from what the ones before it
+// recorded; last, a file is killed inside every witness activity in turn
+// (after its effect, before its result is recorded), so that a later process
+// runs it again with inputs from replay.
 //
 // NORN_PROPERTY_SEEDS=n runs n seeds (default 10); NORN_PROPERTY_SEED=s runs
 // only seed s (to reproduce a failure).
@@ -80,8 +86,10 @@ type propDefs struct {
 }
 
 // newPropDefs builds the workflow and its activities; the child and the
-// parent build the same ones.
-func newPropDefs() *propDefs {
+// parent build the same ones. The witness activity appends its idempotency
+// key and input to the file witness; with dieAtNew, a child process then
+// reports a witness that had not run before and waits to be killed.
+func newPropDefs(witness string, dieAtNew bool) *propDefs {
 	echo := actor.Activity("prop-echo", func(ctx context.Context, in propIn) (jLossy, error) { return in.lossy(), nil })
 	flaky := actor.Activity("prop-flaky", func(ctx context.Context, n int) (int, error) {
 		info, _ := actor.Info(ctx)
@@ -97,6 +105,36 @@ func newPropDefs() *propDefs {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}, actor.WithRetry(supervisor.NoRetry()))
+
+	nap := actor.Activity("prop-nap", func(ctx context.Context, ms int) (int, error) {
+		time.Sleep(time.Duration(ms) * time.Millisecond) // the activity's work
+		return ms, nil
+	})
+	var witnessMu sync.Mutex
+	witnessAct := actor.Activity("prop-witness", func(ctx context.Context, in string) (string, error) {
+		witnessMu.Lock()
+		defer witnessMu.Unlock()
+		key := actor.IdempotencyKey(ctx)
+		old, err := os.ReadFile(witness)
+		if err != nil && !os.IsNotExist(err) {
+			return "", err
+		}
+		f, err := os.OpenFile(witness, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		if _, err := f.Write([]byte(key + "\t" + in + "\n")); err != nil {
+			return "", err
+		}
+		if dieAtNew && !strings.Contains(string(old), key+"\t") {
+			// The effect happened, its result is not recorded: the next
+			// process runs the activity again, from replayed values.
+			childSay("AT witness")
+			<-make(chan struct{})
+		}
+		return "witnessed", nil
+	})
 
 	child := actor.Workflow("prop-child", func(ctx *actor.Context, in propIn) (jLossy, error) { return echo.Run(ctx, in) })
 
@@ -127,15 +165,25 @@ func newPropDefs() *propDefs {
 		}
 		var pending []pend
 		settle := func(i int, p pend) { see("%d %s", i, p.done()) }
+		// Values that differ from run to run (times, message IDs, the
+		// winner of a race): never in the result, only in the input of the
+		// witness activity, which must be the same every time it runs.
+		var volatile []string
+		vary := func(format string, args ...any) { volatile = append(volatile, fmt.Sprintf(format, args...)) }
+		witness := func(i int) {
+			_, err := witnessAct.Run(ctx, strings.Join(volatile, " "))
+			see("%d witness %s", i, errText(err))
+		}
 		subscribed := false
 		ops := 6 + rng.IntN(6)
 		for i := 0; i < ops; i++ {
-			switch op := rng.IntN(18); op {
+			switch op := rng.IntN(20); op {
 			case 0:
 				v, err := echo.Run(ctx, input("run"+strconv.Itoa(i)))
 				see("%d run %s %s", i, v.describe(), errText(err))
 			case 1:
 				now := ctx.Now()
+				vary("now=%s", now.Format(time.RFC3339Nano))
 				see("%d now loc=%s monotonic=%v", i, now.Location(), strings.Contains(now.String(), "m="))
 			case 2:
 				err := ctx.Sleep(time.Duration(1+rng.IntN(4)) * time.Millisecond)
@@ -144,6 +192,7 @@ func newPropDefs() *propDefs {
 				m := message()
 				err := ctx.Send(ctx.PID(), m)
 				r, rerr := actor.Receive[propMsg](ctx, mailbox.OnChannel(""))
+				vary("msg=%s", r.ID)
 				see("%d self send %s: %s type=%s from-self=%v %s", i, errText(err), r.Value.describe(), r.Type, r.Sender == ctx.PID(), errText(rerr))
 			case 4:
 				if !subscribed {
@@ -152,6 +201,7 @@ func newPropDefs() *propDefs {
 				}
 				id, err := ctx.Publish(propChannel, message())
 				r, rerr := actor.Receive[propMsg](ctx, mailbox.OnChannel(propChannel))
+				vary("msg=%s", r.ID)
 				see("%d publish %s: %s same-id=%v %s", i, errText(err), r.Value.describe(), r.ID == id && id != "", errText(rerr))
 			case 5:
 				f1, f2 := echo.Go(ctx, input("a"+strconv.Itoa(i))), echo.Go(ctx, input("b"+strconv.Itoa(i)))
@@ -225,6 +275,7 @@ func newPropDefs() *propDefs {
 				see("%d receive-async after send %s", i, errText(err))
 				pending = append(pending, pend{r, func() string {
 					m, err := r.Get(ctx)
+					vary("msg=%s", m.ID)
 					return fmt.Sprintf("received for %d: %s %s", j, m.Value.describe(), errText(err))
 				}})
 			case 16: // wait for one pending future
@@ -245,11 +296,19 @@ func newPropDefs() *propDefs {
 					settle(i, p)
 				}
 				pending = nil
+			case 18: // a race: which activity finishes first varies
+				a, b := nap.Go(ctx, rng.IntN(3)), nap.Go(ctx, rng.IntN(3))
+				k, err := actor.Select(ctx, a, b)
+				vary("pick=%d", k)
+				see("%d race %s, then %s", i, errText(err), errText(actor.WaitAll(ctx, a, b)))
+			case 19:
+				witness(i)
 			}
 		}
 		for _, p := range pending {
 			settle(ops, p)
 		}
+		witness(ops)
 		return obs, nil
 	})
 	return &propDefs{wf: wf, config: actor.Config{Workflows: actor.Register(wf, child), NodeID: propNodeID,
@@ -290,7 +349,7 @@ func propRun(t *testing.T, path string, seed uint64, spawn bool) ([]string, int6
 		t.Fatal(err)
 	}
 	defer st.Close()
-	d := newPropDefs()
+	d := newPropDefs(path+".witness", false)
 	cfg := d.config
 	cfg.Store, cfg.Logger = st, testutil.Logger()
 	sys, err := actor.Start(ctx, cfg)
@@ -308,7 +367,23 @@ func propRun(t *testing.T, path string, seed uint64, spawn bool) ([]string, int6
 		t.Fatalf("seed %d: Await = %v", seed, err)
 	}
 	info := inspect(t, sys, propInstance)
+	checkWitness(t, path+".witness", seed)
 	return got, info.HistoryLen
+}
+
+// checkWitness fails the test if the witness activity ran twice under one
+// idempotency key with different inputs: a value the workflow passed on to
+// the outside world changed when a later process replayed it.
+func checkWitness(t *testing.T, path string, seed uint64) {
+	t.Helper()
+	seen := map[string]string{}
+	for _, l := range readLines(t, path) {
+		key, in, _ := strings.Cut(l, "\t")
+		if old, ok := seen[key]; ok && old != in {
+			t.Fatalf("seed %d: witness %s ran with %q, then with %q", seed, key, old, in)
+		}
+		seen[key] = in
+	}
 }
 
 // TestPropertyKillAtEveryStep is the property test described at the top of
@@ -346,7 +421,20 @@ func TestPropertyKillAtEveryStep(t *testing.T) {
 			t.Fatalf("seed %d, killed %d times in a row: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
 				seed, chain, d, nth(ref, d), nth(got, d), ref, got)
 		}
-		t.Logf("seed %d: %d observations, %d history events, %d kill points, then %d kills in a row", seed, len(ref), n, kills, chain)
+		// Last, killed inside every witness activity in turn, after its
+		// effect and before its result is recorded.
+		db = filepath.Join(dir, fmt.Sprintf("seed-%d-witness.db", seed))
+		witnessKills := 0
+		for propChild(t, db, seed, n+1<<20, true) != "DONE" {
+			witnessKills++
+		}
+		got, _ = propRun(t, db, seed, false)
+		if d := firstDiff(ref, got); d >= 0 {
+			t.Fatalf("seed %d, killed in %d witness activities: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
+				seed, witnessKills, d, nth(ref, d), nth(got, d), ref, got)
+		}
+		t.Logf("seed %d: %d observations, %d history events, %d kill points, then %d kills in a row, %d inside activities",
+			seed, len(ref), n, kills, chain, witnessKills)
 	}
 }
 
@@ -355,10 +443,7 @@ func TestPropertyKillAtEveryStep(t *testing.T) {
 // had reached (n, the reference length, if it completed first).
 func propKill(t *testing.T, db string, seed uint64, k, n int64) int64 {
 	t.Helper()
-	c := startChild(t, "prop-kill", "NORN_PROP_DB="+db, "NORN_PROP_SEED="+strconv.FormatUint(seed, 10),
-		"NORN_PROP_K="+strconv.FormatInt(k, 10))
-	line := c.waitLine(t, "", time.Minute)
-	c.kill9(t)
+	line := propChild(t, db, seed, k, false)
 	if f := strings.Fields(line); len(f) == 2 && f[0] == "AT" {
 		at, err := strconv.ParseInt(f[1], 10, 64)
 		if err != nil {
@@ -370,6 +455,23 @@ func propKill(t *testing.T, db string, seed uint64, k, n int64) int64 {
 		t.Fatalf("seed %d, k %d: child said %q", seed, k, line)
 	}
 	return n
+}
+
+// propChild runs the child process (see propKillChild) until it reports
+// ("AT …" or "DONE"), kills it with SIGKILL and returns the report.
+func propChild(t *testing.T, db string, seed uint64, k int64, witnessDie bool) string {
+	t.Helper()
+	env := []string{"NORN_PROP_DB=" + db, "NORN_PROP_SEED=" + strconv.FormatUint(seed, 10), "NORN_PROP_K=" + strconv.FormatInt(k, 10)}
+	if witnessDie {
+		env = append(env, "NORN_PROP_WITNESS_DIE=1")
+	}
+	c := startChild(t, "prop-kill", env...)
+	line := c.waitLine(t, "", time.Minute)
+	c.kill9(t)
+	if line != "DONE" && !strings.HasPrefix(line, "AT ") {
+		t.Fatalf("seed %d, k %d: child said %q", seed, k, line)
+	}
+	return line
 }
 
 func firstDiff(a, b []string) int {
@@ -420,8 +522,10 @@ func (s *killStore) Apply(ctx context.Context, step persistence.Step) (persisten
 }
 
 // propKillChild runs the workflow of NORN_PROP_SEED on NORN_PROP_DB (spawning
-// it unless it exists) until its history reaches NORN_PROP_K events (then it
-// waits to be killed), or until it completes ("DONE").
+// it unless it exists) until its history reaches NORN_PROP_K events, or (with
+// NORN_PROP_WITNESS_DIE set) a witness activity runs for the first time —
+// then it reports "AT …" and waits to be killed — or until it completes
+// ("DONE").
 func propKillChild() int {
 	ctx := context.Background()
 	seed, err := strconv.ParseUint(os.Getenv("NORN_PROP_SEED"), 10, 64)
@@ -436,7 +540,7 @@ func propKillChild() int {
 	if err != nil {
 		return childFail("open: %v", err)
 	}
-	d := newPropDefs()
+	d := newPropDefs(os.Getenv("NORN_PROP_DB")+".witness", os.Getenv("NORN_PROP_WITNESS_DIE") != "")
 	cfg := d.config
 	cfg.Store, cfg.Logger = &killStore{Store: st, k: k}, testutil.Logger()
 	sys, err := actor.Start(ctx, cfg)
