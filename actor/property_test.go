@@ -168,6 +168,17 @@ func newPropDefs(witness string, dieAtNew bool) *propDefs {
 		// Values that differ from run to run (times, message IDs, the
 		// winner of a race): never in the result, only in the input of the
 		// witness activity, which must be the same every time it runs.
+		// right after starting a future, an immediate call now and then
+		// (nothing is recorded between the start and this call)
+		then := func(i int) {
+			switch rng.IntN(3) {
+			case 0:
+				see("%d then version %d", i, ctx.Version("then-"+strconv.Itoa(i), 1+rng.IntN(3)))
+			case 1:
+				now := ctx.Now()
+				see("%d then now loc=%s monotonic=%v", i, now.Location(), strings.Contains(now.String(), "m="))
+			}
+		}
 		var volatile []string
 		vary := func(format string, args ...any) { volatile = append(volatile, fmt.Sprintf(format, args...)) }
 		witness := func(i int) {
@@ -250,6 +261,7 @@ func newPropDefs(witness string, dieAtNew bool) *propDefs {
 					f = echo.Go(ctx, input("go"+strconv.Itoa(i)))
 				}
 				see("%d go", i)
+				then(i)
 				if g != nil {
 					pending = append(pending, pend{g, func() string {
 						v, err := g.Get(ctx)
@@ -273,6 +285,7 @@ func newPropDefs(witness string, dieAtNew bool) *propDefs {
 				err := ctx.Send(ctx.PID(), message())
 				r := actor.ReceiveAsync[propMsg](ctx, mailbox.OnChannel(""))
 				see("%d receive-async after send %s", i, errText(err))
+				then(i)
 				pending = append(pending, pend{r, func() string {
 					m, err := r.Get(ctx)
 					vary("msg=%s", m.ID)
