@@ -221,6 +221,61 @@ type Step struct {
 	// empty, non-nil slice clears them). The store keeps them sorted, oldest
 	// first. It may go with IncRestarts in one step.
 	RestartLog []time.Time
+	// Emit adds outgoing events to the outbox, committed with the rest of
+	// the step: a step that fails emits nothing.
+	Emit []OutboxEvent
+}
+
+// OutboxEvent is an outgoing event waiting in the outbox for a relayer.
+type OutboxEvent struct {
+	// ID is unique store-wide and stable across delivery attempts, so that
+	// sinks can deduplicate. Adding an ID that exists is a no-op.
+	ID       string
+	Instance string // the instance whose step emitted it ("" from outside)
+	Type     string // the event's type, for listing
+	Data     []byte // the event, encoded (CloudEvents structured JSON)
+	At       time.Time
+}
+
+// OutboxStatus is where an outgoing event is in its delivery.
+type OutboxStatus string
+
+// Outbox statuses.
+const (
+	OutboxPending OutboxStatus = "pending" // waiting for (another) attempt
+	OutboxSent    OutboxStatus = "sent"    // a sink accepted it
+	OutboxInvalid OutboxStatus = "invalid" // a sink refused it for good (4xx); not retried
+	OutboxExpired OutboxStatus = "expired" // still failing at its maximum age; not retried
+)
+
+// OutboxRecord is an outgoing event with its delivery state.
+type OutboxRecord struct {
+	OutboxEvent
+	Status   OutboxStatus
+	Attempts int
+	Next     time.Time // earliest next attempt (pending)
+	Error    string    // last failure
+	// Claimer holds the event until ClaimExpires: one relayer at a time
+	// sends it; a relayer that died mid-send loses the claim when it
+	// expires, and the event is sent again.
+	Claimer      string
+	ClaimExpires time.Time
+}
+
+// Outbox is the relayers' side of the outbox; both drivers implement it.
+type Outbox interface {
+	// ClaimOutbox claims up to limit pending events whose Next has come
+	// and that no unexpired claim holds, for owner until now+ttl, oldest
+	// first. Concurrent claimers never get the same event.
+	ClaimOutbox(ctx context.Context, owner string, now time.Time, ttl time.Duration, limit int) ([]OutboxRecord, error)
+	// FinishOutbox records the outcome of one attempt by owner: status
+	// sent, invalid or expired ends delivery; pending schedules another
+	// attempt at next. Attempts is incremented and the claim released. It
+	// fails with ErrLeaseHeld if owner no longer holds the claim.
+	FinishOutbox(ctx context.Context, id, owner string, status OutboxStatus, next time.Time, errText string) error
+	// ListOutbox lists events in a status (all if empty), oldest first,
+	// after the event ID after (paging).
+	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
 }
 
 // StepResult is what a committed step changed beyond itself.
