@@ -92,6 +92,8 @@ type activation struct {
 
 	replayOnly bool // Replay: no store, no side effects
 
+	locals map[any]any // Context.SetLocal: rebuilt by replay
+
 	pid   *protoactor.PID
 	ctx   *Context
 	final persistence.Instance // the ended instance, once finish committed
@@ -122,7 +124,7 @@ func (a *activation) reset(inst persistence.Instance, hist []persistence.Event) 
 	a.consumed, a.counters = map[int64]bool{}, map[string]int{}
 	a.cmds, a.order, a.deferred, a.inflight = map[string]*command{}, nil, nil, 0
 	a.cancelled, a.comps, a.children, a.trapExits = false, nil, nil, false
-	a.index = map[string]int{}
+	a.index, a.locals = map[string]int{}, nil
 	for i, e := range hist {
 		if e.Kind == EventActivity || e.Kind == EventActivityRetry {
 			a.index["a:"+e.Ref] = i

@@ -107,6 +107,8 @@ type System struct {
 	lastPrune      time.Time // recovery loop only
 	lastQueuePrune time.Time // recovery loop only
 
+	outboxMu sync.Mutex
+	outboxCh []chan struct{} // WatchOutbox subscribers
 	mu       sync.Mutex
 	stopping bool
 	closed   bool // no more calls from outside: Stop has unwound the activations
@@ -354,6 +356,7 @@ func (s *System) Stop(ctx context.Context) error {
 		err = fmt.Errorf("norn: stop: calls still running: %w", ctx.Err())
 	}
 	s.cancel()
+	s.closeOutboxWatchers()
 	s.bg.Wait()
 	if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
 		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
@@ -742,6 +745,9 @@ func (s *System) wakeLater(id string, d time.Duration) {
 // afterCommit wakes the instances a committed step gave mail and hands its
 // timers to the timer service.
 func (s *System) afterCommit(self string, step *persistence.Step, res persistence.StepResult) {
+	if len(step.Emit) > 0 {
+		s.outboxSignal()
+	}
 	for _, t := range step.AddTimers {
 		t.Instance = self
 		s.timers.Schedule(t)

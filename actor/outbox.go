@@ -1,0 +1,90 @@
+package actor
+
+import (
+	"fmt"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// EventEmitted is the history kind of an outgoing event recorded in the
+// outbox (Context.EmitEvent).
+const EventEmitted EventKind = "emitted"
+
+// EmitEvent records an outgoing event in the outbox, in the transaction of
+// the step it belongs to: a step that fails emits nothing, a committed one
+// is always relayed. It is the low-level call that package events builds
+// CloudEvents on. id must be unique store-wide and is what sinks
+// deduplicate on; empty means a deterministic ID derived from the instance
+// ("<instance>/emit:N"). typ names the event for listings; data is the
+// encoded event. It returns the ID used.
+func (c *Context) EmitEvent(id, typ string, data []byte) (string, error) {
+	a := c.a
+	call := a.nextID("emit")
+	if id == "" {
+		id = a.id + "/" + call
+	}
+	if err := validID("event ID", id); err != nil {
+		return "", err
+	}
+	if err := a.sys.checkPayload("event", data); err != nil {
+		return "", err
+	}
+	e := a.immediate(EventEmitted, typ, digest(data), func() persistence.Event {
+		a.pending.Emit = append(a.pending.Emit, persistence.OutboxEvent{ID: id, Instance: a.id, Type: typ, Data: data})
+		return a.recordNow(persistence.Event{Kind: EventEmitted, Name: typ, Ref: id, Digest: digest(data)})
+	})
+	if e.Ref != id {
+		a.nondet(e, fmt.Sprintf("emit of event %s", id))
+	}
+	return id, nil
+}
+
+// WatchOutbox returns a channel that is signalled (without blocking, so
+// signals may merge) after each commit on this node that added outgoing
+// events: relayers wait on it instead of polling. It is closed by Stop.
+func (s *System) WatchOutbox() <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.outboxMu.Lock()
+	if s.ctx.Err() != nil {
+		close(ch)
+	} else {
+		s.outboxCh = append(s.outboxCh, ch)
+	}
+	s.outboxMu.Unlock()
+	return ch
+}
+
+func (s *System) outboxSignal() {
+	s.outboxMu.Lock()
+	for _, ch := range s.outboxCh {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	s.outboxMu.Unlock()
+}
+
+// closeOutboxWatchers ends WatchOutbox channels (at Stop).
+func (s *System) closeOutboxWatchers() {
+	s.outboxMu.Lock()
+	for _, ch := range s.outboxCh {
+		close(ch)
+	}
+	s.outboxCh = nil
+	s.outboxMu.Unlock()
+}
+
+// Local returns a value the workflow code stored with SetLocal in this
+// activation (nil if none). Locals are not durable: they are rebuilt by
+// replay, so set them only from values that came out of durable calls
+// (e.g. the trace context of a received event).
+func (c *Context) Local(key any) any { return c.a.locals[key] }
+
+// SetLocal stores an activation-local value (see Local).
+func (c *Context) SetLocal(key, v any) {
+	if c.a.locals == nil {
+		c.a.locals = map[any]any{}
+	}
+	c.a.locals[key] = v
+}
