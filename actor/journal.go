@@ -261,8 +261,11 @@ func (a *activation) await(done func() bool, recv []*command) error {
 			if a.cancelled {
 				return ErrCancelled
 			}
+			// A marker no call asked for (the Version call was dropped)
+			// may hide a completion behind it: look again past it.
+			before := a.pos
 			a.skipMarkers()
-			if !a.replaying() {
+			if a.pos != before || !a.replaying() {
 				continue
 			}
 			e := a.history[a.pos]

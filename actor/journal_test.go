@@ -953,3 +953,54 @@ func TestMessageTypePointerReceiver(t *testing.T) {
 		t.Fatalf("Await = %q, %v", got, err)
 	}
 }
+
+// TestDroppedVersionBetweenCompletions: code that dropped a ctx.Version call
+// still replays when the recorded marker sits between two activity results
+// (the wait for the second one must look past the marker).
+func TestDroppedVersionBetweenCompletions(t *testing.T) {
+	fast := actor.Activity("fast-first", func(ctx context.Context, n int) (int, error) { return n * 10, nil })
+	g := newGate("gated-second")
+	v2 := actor.Workflow("dropped-version", func(ctx *actor.Context, _ int) (string, error) {
+		f1, f2 := fast.Go(ctx, 1), g.act.Go(ctx, 2)
+		a, err := f1.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		ver := ctx.Version("between", 1) // recorded after f1's result, before f2's
+		b, err := f2.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		_, err = actor.Receive[string](ctx)
+		return fmt.Sprintf("%d %d v%d", a, b, ver), err
+	})
+	v3 := actor.Workflow("dropped-version", func(ctx *actor.Context, _ int) (string, error) {
+		f1, f2 := fast.Go(ctx, 1), g.act.Go(ctx, 2)
+		a, err := f1.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		b, err := f2.Get(ctx)
+		if err != nil {
+			return "", err
+		}
+		_, err = actor.Receive[string](ctx)
+		return fmt.Sprintf("%d %d", a, b), err
+	})
+	n := startJournalNode(t, actor.Config{Workflows: actor.Register(v2)})
+	pid := spawnOK(t, n.sys, v2, 0)
+	g.waitEntered(t)
+	waitHistory(t, n.sys, pid, "the marker after the first result", func(h []actor.HistoryEvent) bool {
+		return countKind(h, actor.EventVersion) == 1
+	})
+	g.open()
+	waitHistory(t, n.sys, pid, "both results", func(h []actor.HistoryEvent) bool { return countKind(h, actor.EventActivity) == 2 })
+	if k := kindsOf(n.inspect(pid).History); !strings.Contains(k, "activity:fast-first version:between activity:gated-second") {
+		t.Fatalf("history %s, want the marker between the two results", k)
+	}
+	n.restartWith(v3)
+	sendOK(t, n.sys, pid, "go")
+	if got, err := actor.Await(testutil.Ctx(t, 30*time.Second), n.sys, v3, pid); err != nil || got != "10 2" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+}

@@ -10,7 +10,9 @@ package actor_test
 // reference sequence. Values that differ from run to run (times, message
 // IDs, which of two racing activities wins) stay out of the result; they go
 // into the input of a witness activity, which must get the same input every
-// time it runs under one idempotency key. Then one file is killed at every
+// time it runs under one idempotency key. Every other kill point, the node
+// that finishes runs the next release of the code, which dropped its
+// ctx.Version calls (recorded markers must be skipped). Then one file is killed at every
 // boundary in turn, each process going on from what the ones before it
 // recorded; last, a file is killed inside every witness activity in turn
 // (after its effect, before its result is recorded), so that a later process
@@ -88,8 +90,10 @@ type propDefs struct {
 // newPropDefs builds the workflow and its activities; the child and the
 // parent build the same ones. The witness activity appends its idempotency
 // key and input to the file witness; with dieAtNew, a child process then
-// reports a witness that had not run before and waits to be killed.
-func newPropDefs(witness string, dieAtNew bool) *propDefs {
+// reports a witness that had not run before and waits to be killed. With
+// dropVersions the workflow is the next release of the code, which removed
+// its ctx.Version calls (and their observations).
+func newPropDefs(witness string, dieAtNew, dropVersions bool) *propDefs {
 	echo := actor.Activity("prop-echo", func(ctx context.Context, in propIn) (jLossy, error) { return in.lossy(), nil })
 	flaky := actor.Activity("prop-flaky", func(ctx context.Context, n int) (int, error) {
 		info, _ := actor.Info(ctx)
@@ -168,12 +172,17 @@ func newPropDefs(witness string, dieAtNew bool) *propDefs {
 		// Values that differ from run to run (times, message IDs, the
 		// winner of a race): never in the result, only in the input of the
 		// witness activity, which must be the same every time it runs.
+		version := func(i int, what, change string, max int) {
+			if !dropVersions {
+				see("%d %s %d", i, what, ctx.Version(change, max))
+			}
+		}
 		// right after starting a future, an immediate call now and then
 		// (nothing is recorded between the start and this call)
 		then := func(i int) {
 			switch rng.IntN(3) {
 			case 0:
-				see("%d then version %d", i, ctx.Version("then-"+strconv.Itoa(i), 1+rng.IntN(3)))
+				version(i, "then version", "then-"+strconv.Itoa(i), 1+rng.IntN(3))
 			case 1:
 				now := ctx.Now()
 				see("%d then now loc=%s monotonic=%v", i, now.Location(), strings.Contains(now.String(), "m="))
@@ -229,7 +238,7 @@ func newPropDefs(witness string, dieAtNew bool) *propDefs {
 				k, err := actor.Select(ctx, hang.Go(ctx, i), ctx.Timer(time.Duration(1+rng.IntN(3))*time.Millisecond))
 				see("%d select hang-vs-timer k=%d %s", i, k, errText(err))
 			case 8:
-				see("%d version %d", i, ctx.Version("change-"+strconv.Itoa(i), 1+rng.IntN(3)))
+				version(i, "version", "change-"+strconv.Itoa(i), 1+rng.IntN(3))
 			case 9:
 				v, err := flaky.Run(ctx, i)
 				see("%d flaky %d %s", i, v, errText(err))
@@ -355,6 +364,12 @@ func propSeeds(t *testing.T) []uint64 {
 // propRun starts a node on the SQLite file at path, optionally spawns the
 // instance, and awaits its result and history length.
 func propRun(t *testing.T, path string, seed uint64, spawn bool) ([]string, int64) {
+	return propRunCode(t, path, seed, spawn, false)
+}
+
+// propRunCode is propRun, optionally with the code that dropped its Version
+// calls.
+func propRunCode(t *testing.T, path string, seed uint64, spawn, dropVersions bool) ([]string, int64) {
 	t.Helper()
 	ctx := testutil.Ctx(t, 60*time.Second)
 	st, err := sqlite.Open(ctx, path, sqlite.Options{})
@@ -362,7 +377,7 @@ func propRun(t *testing.T, path string, seed uint64, spawn bool) ([]string, int6
 		t.Fatal(err)
 	}
 	defer st.Close()
-	d := newPropDefs(path+".witness", false)
+	d := newPropDefs(path+".witness", false, dropVersions)
 	cfg := d.config
 	cfg.Store, cfg.Logger = st, testutil.Logger()
 	sys, err := actor.Start(ctx, cfg)
@@ -411,13 +426,21 @@ func TestPropertyKillAtEveryStep(t *testing.T) {
 		kills := 0
 		// k is the history length to kill at; a step can commit several
 		// events, so the next k is one past where the last kill happened.
+		// Every other time the node that finishes the instance runs the
+		// next release, which dropped the Version calls: it must replay the
+		// recorded markers and see everything else the same.
 		for k := int64(1); k < n; {
 			db := filepath.Join(dir, fmt.Sprintf("seed-%d-k-%d.db", seed, k))
 			at := propKill(t, db, seed, k, n)
-			got, _ := propRun(t, db, seed, false)
-			if d := firstDiff(ref, got); d >= 0 {
-				t.Fatalf("seed %d, killed at %d events (asked %d): observation %d differs\n  reference: %s\n  after kill: %s\nreference: %q\nafter kill: %q",
-					seed, at, k, d, nth(ref, d), nth(got, d), ref, got)
+			drop := kills%2 == 1
+			want := ref
+			if drop {
+				want = withoutVersions(ref)
+			}
+			got, _ := propRunCode(t, db, seed, false, drop)
+			if d := firstDiff(want, got); d >= 0 {
+				t.Fatalf("seed %d, killed at %d events (asked %d), finished by code without Version calls: %v: observation %d differs\n  reference: %s\n  after kill: %s\nreference: %q\nafter kill: %q",
+					seed, at, k, drop, d, nth(want, d), nth(got, d), want, got)
 			}
 			kills++
 			k = max(at, k) + 1
@@ -487,6 +510,17 @@ func propChild(t *testing.T, db string, seed uint64, k int64, witnessDie bool) s
 	return line
 }
 
+// withoutVersions drops the observations of Version calls.
+func withoutVersions(obs []string) []string {
+	var out []string
+	for _, o := range obs {
+		if !strings.Contains(o, " version ") {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 func firstDiff(a, b []string) int {
 	for i := range max(len(a), len(b)) {
 		if i >= len(a) || i >= len(b) || a[i] != b[i] {
@@ -553,7 +587,7 @@ func propKillChild() int {
 	if err != nil {
 		return childFail("open: %v", err)
 	}
-	d := newPropDefs(os.Getenv("NORN_PROP_DB")+".witness", os.Getenv("NORN_PROP_WITNESS_DIE") != "")
+	d := newPropDefs(os.Getenv("NORN_PROP_DB")+".witness", os.Getenv("NORN_PROP_WITNESS_DIE") != "", false)
 	cfg := d.config
 	cfg.Store, cfg.Logger = &killStore{Store: st, k: k}, testutil.Logger()
 	sys, err := actor.Start(ctx, cfg)
