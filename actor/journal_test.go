@@ -233,7 +233,7 @@ type jMyErr struct{ Code int }
 
 func (e *jMyErr) Error() string { return fmt.Sprintf("my error %d", e.Code) }
 
-var jErrOutOfStock = errors.New("out of stock")
+var errJOutOfStock = errors.New("out of stock")
 
 func jDescribeErr(err error) string {
 	var (
@@ -248,7 +248,7 @@ func jDescribeErr(err error) string {
 	if errors.As(err, &me) {
 		s += fmt.Sprintf(" my=%d", me.Code)
 	}
-	s += fmt.Sprintf(" outOfStock=%v", errors.Is(err, jErrOutOfStock))
+	s += fmt.Sprintf(" outOfStock=%v", errors.Is(err, errJOutOfStock))
 	if errors.As(err, &rx) {
 		s += fmt.Sprintf(" exhausted=%d", rx.Attempts)
 	}
@@ -264,7 +264,7 @@ func TestActivityErrorSurvivesReplay(t *testing.T) {
 		return 0, supervisor.Terminal(fmt.Errorf("charging: %w", &jMyErr{Code: 42}))
 	})
 	sentinel := actor.Activity("reserve", func(ctx context.Context, _ int) (int, error) {
-		return 0, supervisor.Terminal(fmt.Errorf("reserve: %w", jErrOutOfStock))
+		return 0, supervisor.Terminal(fmt.Errorf("reserve: %w", errJOutOfStock))
 	})
 	flaky := actor.Activity("down", func(ctx context.Context, _ int) (int, error) {
 		return 0, errors.New("service down")
@@ -282,7 +282,7 @@ func TestActivityErrorSurvivesReplay(t *testing.T) {
 		return obs, e1
 	})
 	n := startJournalNode(t, actor.Config{Workflows: actor.Register(wf),
-		Errors: []actor.ErrorDef{actor.ErrorType[*jMyErr]("my"), actor.Sentinel("out-of-stock", jErrOutOfStock)}})
+		Errors: []actor.ErrorDef{actor.ErrorType[*jMyErr]("my"), actor.Sentinel("out-of-stock", errJOutOfStock)}})
 	pid := spawnOK(t, n.sys, wf, 0)
 	observed.waitLen(t, 1, "first run observed the errors")
 	n.restart()

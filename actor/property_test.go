@@ -559,7 +559,7 @@ func (s *killStore) Apply(ctx context.Context, step persistence.Step) (persisten
 	if err != nil || (step.Instance != propInstance && (step.Create == nil || step.Create.ID != propInstance)) {
 		return res, err
 	}
-	inst, ierr := s.Store.Instance(ctx, propInstance)
+	inst, ierr := s.Instance(ctx, propInstance)
 	if ierr == nil && inst.HistoryLen >= s.k {
 		s.frozen = true
 		childSay("AT %d", inst.HistoryLen)
