@@ -266,15 +266,18 @@ type OutboxRecord struct {
 type Outbox interface {
 	// ClaimOutbox claims up to limit pending events whose Next has come
 	// and that no unexpired claim holds, for owner until now+ttl, oldest
-	// first. Concurrent claimers never get the same event.
+	// first (by Next, which for a first attempt is when the event was
+	// emitted). Concurrent claimers never get the same event. ttl must be
+	// positive; limit <= 0 means 100.
 	ClaimOutbox(ctx context.Context, owner string, now time.Time, ttl time.Duration, limit int) ([]OutboxRecord, error)
 	// FinishOutbox records the outcome of one attempt by owner: status
 	// sent, invalid or expired ends delivery; pending schedules another
 	// attempt at next. Attempts is incremented and the claim released. It
 	// fails with ErrLeaseHeld if owner no longer holds the claim.
 	FinishOutbox(ctx context.Context, id, owner string, status OutboxStatus, next time.Time, errText string) error
-	// ListOutbox lists events in a status (all if empty), oldest first,
-	// after the event ID after (paging).
+	// ListOutbox lists events in a status (all if empty), oldest first
+	// (by At, then ID), after the event ID after: the last event of the
+	// previous page, or "" for the first. limit <= 0 means 1000.
 	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
 }
 

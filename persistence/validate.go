@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -17,10 +18,12 @@ import (
 const (
 	// MaxIDLen bounds identifiers and names: instance IDs, workflow names,
 	// parents, lease owners, channel names, senders and targets, message
-	// IDs, timer IDs, event kinds and event digests.
+	// IDs, timer IDs, event kinds, event digests, outgoing event IDs and
+	// outbox claimers.
 	MaxIDLen = 255
-	// MaxNameLen bounds an event's Name and Ref and a message's Type, which
-	// may hold qualified (and generic) type or function names.
+	// MaxNameLen bounds an event's Name and Ref and a message's or outgoing
+	// event's Type, which may hold qualified (and generic) type or function
+	// names.
 	MaxNameLen = 1024
 	// MaxMetadataKeyLen bounds a message metadata key.
 	MaxMetadataKeyLen = 255
@@ -203,6 +206,56 @@ func (s *Step) Validate() error {
 	for i, t := range s.FireTimers {
 		v.id("FireTimers", i, "", t)
 	}
+	for i := range s.Emit {
+		e := &s.Emit[i]
+		v.required("Emit", i, "ID", e.ID)
+		v.id("Emit", i, "Instance", e.Instance)
+		v.text("Emit", i, "Type", e.Type, MaxNameLen)
+	}
+	return v.err
+}
+
+// Valid reports whether s is one of the known outbox statuses.
+func (s OutboxStatus) Valid() bool {
+	switch s {
+	case OutboxPending, OutboxSent, OutboxInvalid, OutboxExpired:
+		return true
+	}
+	return false
+}
+
+// ValidateOutboxClaim checks the arguments of Outbox.ClaimOutbox. A claim
+// must last: with a ttl of zero it would have expired as it was taken, and
+// another claimer could take the same event at once.
+func ValidateOutboxClaim(owner string, ttl time.Duration) error {
+	var v validator
+	v.required("owner", -1, "", owner)
+	if ttl <= 0 {
+		v.fail("ttl", -1, "", "not positive: "+ttl.String())
+	}
+	return v.err
+}
+
+// ValidateOutboxFinish checks the arguments of Outbox.FinishOutbox.
+func ValidateOutboxFinish(id, owner string, status OutboxStatus, errText string) error {
+	var v validator
+	v.required("id", -1, "", id)
+	v.required("owner", -1, "", owner)
+	if !status.Valid() {
+		v.fail("status", -1, "", "unknown outbox status "+excerpt(string(status)))
+	}
+	v.text("errText", -1, "", errText, 0)
+	return v.err
+}
+
+// ValidateOutboxList checks the arguments of Outbox.ListOutbox; an empty
+// status means every status.
+func ValidateOutboxList(status OutboxStatus, after string) error {
+	var v validator
+	if status != "" && !status.Valid() {
+		v.fail("status", -1, "", "unknown outbox status "+excerpt(string(status)))
+	}
+	v.id("after", -1, "", after)
 	return v.err
 }
 

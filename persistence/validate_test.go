@@ -61,6 +61,7 @@ func TestValidateStep(t *testing.T) {
 		Subscribe: []persistence.Subscription{{Channel: "c", Mode: persistence.Competing}},
 		AddTimers: []persistence.Timer{{ID: "t", Due: time.Now()}}, CancelTimers: []string{"u"}, FireTimers: []string{"v"},
 		RestartLog: []time.Time{time.Now()},
+		Emit:       []persistence.OutboxEvent{{ID: "e", Instance: "a", Type: "com.example.charged", Data: []byte("{}")}},
 	}
 	if err := step.Validate(); err != nil {
 		t.Fatal(err)
@@ -76,5 +77,75 @@ func TestValidateStep(t *testing.T) {
 	}
 	if persistence.Status("paused").Valid() || !persistence.StatusCancelled.Valid() {
 		t.Fatal("Status.Valid")
+	}
+}
+
+func TestValidateEmit(t *testing.T) {
+	for _, tc := range []struct {
+		e     persistence.OutboxEvent
+		field string // "" for valid
+	}{
+		{persistence.OutboxEvent{ID: "e", Data: []byte("\x00\xff")}, ""}, // data is not text
+		{persistence.OutboxEvent{ID: strings.Repeat("é", persistence.MaxIDLen/2), Type: strings.Repeat("t", persistence.MaxNameLen)}, ""},
+		{persistence.OutboxEvent{}, "Emit[1].ID"},
+		{persistence.OutboxEvent{ID: strings.Repeat("i", persistence.MaxIDLen+1)}, "Emit[1].ID"},
+		{persistence.OutboxEvent{ID: "a\x00b"}, "Emit[1].ID"},
+		{persistence.OutboxEvent{ID: "a\xffb"}, "Emit[1].ID"},
+		{persistence.OutboxEvent{ID: "e", Instance: strings.Repeat("i", persistence.MaxIDLen+1)}, "Emit[1].Instance"},
+		{persistence.OutboxEvent{ID: "e", Instance: "a\x00"}, "Emit[1].Instance"},
+		{persistence.OutboxEvent{ID: "e", Type: strings.Repeat("t", persistence.MaxNameLen+1)}, "Emit[1].Type"},
+		{persistence.OutboxEvent{ID: "e", Type: "\xfe"}, "Emit[1].Type"},
+		{persistence.OutboxEvent{ID: "e", Type: "a\x00b"}, "Emit[1].Type"},
+	} {
+		step := persistence.Step{Emit: []persistence.OutboxEvent{{ID: "ok"}, tc.e}}
+		err := step.Validate()
+		var ie *persistence.InvalidError
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("Validate(%.40q) = %v", tc.e.ID, err)
+			}
+		} else if !errors.As(err, &ie) || ie.Field != tc.field || !errors.Is(err, persistence.ErrInvalidRecord) {
+			t.Errorf("Validate(%+.40v) = %v, want an error for %s", tc.e, err, tc.field)
+		}
+	}
+}
+
+func TestValidateOutboxCalls(t *testing.T) {
+	long := strings.Repeat("o", persistence.MaxIDLen+1)
+	for _, tc := range []struct {
+		name  string
+		err   error
+		field string // "" for valid
+	}{
+		{"claim", persistence.ValidateOutboxClaim("relay-1", time.Second), ""},
+		{"claim: no owner", persistence.ValidateOutboxClaim("", time.Second), "owner"},
+		{"claim: long owner", persistence.ValidateOutboxClaim(long, time.Second), "owner"},
+		{"claim: zero ttl", persistence.ValidateOutboxClaim("relay-1", 0), "ttl"},
+		{"claim: negative ttl", persistence.ValidateOutboxClaim("relay-1", -time.Second), "ttl"},
+		{"finish", persistence.ValidateOutboxFinish("e", "relay-1", persistence.OutboxPending, "HTTP 503"), ""},
+		{"finish: no id", persistence.ValidateOutboxFinish("", "relay-1", persistence.OutboxSent, ""), "id"},
+		{"finish: bad id", persistence.ValidateOutboxFinish("e\x00", "relay-1", persistence.OutboxSent, ""), "id"},
+		{"finish: no owner", persistence.ValidateOutboxFinish("e", "", persistence.OutboxSent, ""), "owner"},
+		{"finish: no status", persistence.ValidateOutboxFinish("e", "relay-1", "", ""), "status"},
+		{"finish: unknown status", persistence.ValidateOutboxFinish("e", "relay-1", "lost", ""), "status"},
+		{"finish: error text", persistence.ValidateOutboxFinish("e", "relay-1", persistence.OutboxInvalid, "bad\xff"), "errText"},
+		{"list all", persistence.ValidateOutboxList("", ""), ""},
+		{"list", persistence.ValidateOutboxList(persistence.OutboxExpired, "e"), ""},
+		{"list: unknown status", persistence.ValidateOutboxList("lost", ""), "status"},
+		{"list: after", persistence.ValidateOutboxList("", long), "after"},
+	} {
+		var ie *persistence.InvalidError
+		if tc.field == "" {
+			if tc.err != nil {
+				t.Errorf("%s: %v", tc.name, tc.err)
+			}
+		} else if !errors.As(tc.err, &ie) || ie.Field != tc.field || !errors.Is(tc.err, persistence.ErrInvalidRecord) {
+			t.Errorf("%s: error = %v, want one for %s", tc.name, tc.err, tc.field)
+		}
+	}
+	for _, s := range []persistence.OutboxStatus{persistence.OutboxPending, persistence.OutboxSent, persistence.OutboxInvalid, persistence.OutboxExpired} {
+		if !s.Valid() {
+			t.Errorf("%s.Valid() = false", s)
+		}
 	}
 }

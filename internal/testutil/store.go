@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,8 @@ import (
 // taken on it). Set the hooks before the store is used; they run on the
 // caller's goroutine and must be safe for concurrent calls. A nil hook is
 // skipped. It hides whether the wrapped store is a persistence.Notifier
-// (wrap it in a NotifyStore for that).
+// (wrap it in a NotifyStore for that); its outbox calls go to the wrapped
+// store, so that code looking for a persistence.Outbox finds one.
 type InterceptStore struct {
 	persistence.Store
 
@@ -80,6 +82,39 @@ func (s *InterceptStore) PruneQueue(ctx context.Context, before time.Time) (int,
 		s.BeforePruneQueue(before)
 	}
 	return s.Store.PruneQueue(ctx, before)
+}
+
+var _ persistence.Outbox = (*InterceptStore)(nil)
+
+// errNoOutbox is what the outbox calls of an InterceptStore return when the
+// wrapped store has none.
+var errNoOutbox = errors.New("testutil: the wrapped store does not implement persistence.Outbox")
+
+// ClaimOutbox implements persistence.Outbox.
+func (s *InterceptStore) ClaimOutbox(ctx context.Context, owner string, now time.Time, ttl time.Duration, limit int) ([]persistence.OutboxRecord, error) {
+	ob, ok := s.Store.(persistence.Outbox)
+	if !ok {
+		return nil, errNoOutbox
+	}
+	return ob.ClaimOutbox(ctx, owner, now, ttl, limit)
+}
+
+// FinishOutbox implements persistence.Outbox.
+func (s *InterceptStore) FinishOutbox(ctx context.Context, id, owner string, status persistence.OutboxStatus, next time.Time, errText string) error {
+	ob, ok := s.Store.(persistence.Outbox)
+	if !ok {
+		return errNoOutbox
+	}
+	return ob.FinishOutbox(ctx, id, owner, status, next, errText)
+}
+
+// ListOutbox implements persistence.Outbox.
+func (s *InterceptStore) ListOutbox(ctx context.Context, status persistence.OutboxStatus, after string, limit int) ([]persistence.OutboxRecord, error) {
+	ob, ok := s.Store.(persistence.Outbox)
+	if !ok {
+		return nil, errNoOutbox
+	}
+	return ob.ListOutbox(ctx, status, after, limit)
 }
 
 // NotifyStore makes a Store a persistence.Notifier whose notifications the

@@ -62,7 +62,8 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 	restart := time.Unix(0, time.Now().UnixNano())
 	res, err := st.Apply(bg, persistence.Step{Instance: "old", Epoch: 3, IncRestarts: true, RestartLog: []time.Time{restart},
 		History: []persistence.Event{{Seq: 2, Kind: "activity", Digest: "d"}},
-		Send:    []persistence.NewMessage{{ID: "m2", Target: "old", Type: "T", Dedupe: true}}})
+		Send:    []persistence.NewMessage{{ID: "m2", Target: "old", Type: "T", Dedupe: true}},
+		Emit:    []persistence.OutboxEvent{{ID: "ev", Instance: "old", Type: "E"}}})
 	if err != nil || len(res.Duplicates) != 0 {
 		t.Fatalf("step on old instance = %+v, %v", res, err)
 	}
@@ -75,6 +76,9 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 	}
 	if ms, _ := st.Mailbox(bg, "old", 0); len(ms) != 2 || ms[1].Type != "T" {
 		t.Fatalf("mailbox = %+v", ms)
+	}
+	if evs, err := st.ListOutbox(bg, "", "", 0); err != nil || len(evs) != 1 || evs[0].Instance != "old" || evs[0].Type != "E" {
+		t.Fatalf("outbox = %+v, %v", evs, err)
 	}
 	var versions int
 	// Every migration the driver ships is applied, not only the one after 0001.

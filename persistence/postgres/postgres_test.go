@@ -137,7 +137,7 @@ func TestConcurrentOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
-	if versions != len(files) || tables != 7 {
+	if versions != len(files) || tables != 8 {
 		t.Fatalf("after concurrent opens: %d migrations recorded, %d tables", versions, tables)
 	}
 	// Every store works on the shared schema.

@@ -67,6 +67,7 @@ const (
 	sqlDropMailbox    = "norn_drop_mailbox"
 	sqlNotify         = "norn_notify"
 	sqlAsyncCommit    = "norn_async_commit"
+	sqlEmit           = "norn_emit"
 
 	sqlAcquireLease  = "norn_acquire_lease"
 	sqlRenewLeases   = "norn_renew_leases"
@@ -75,6 +76,9 @@ const (
 	sqlStatus        = "norn_status"
 	sqlPruneIDs      = "norn_prune_message_ids"
 	sqlPruneQueue    = "norn_prune_queue"
+	sqlClaimOutbox   = "norn_claim_outbox"
+	sqlFinishOutbox  = "norn_finish_outbox"
+	sqlOutboxClaimer = "norn_outbox_claimer"
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
@@ -206,6 +210,13 @@ var statements = map[string]string{
 	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text)
 		DELETE FROM timers WHERE instance_id = $1::text`,
 	sqlDropMailbox: `DELETE FROM messages WHERE target = $1::text`,
+	// $1 id, $2 instance, $3 type, $4 data, $5 time: due at once. An ID
+	// already in the outbox is the same event emitted again (a step retried
+	// after its commit was not acknowledged): the first stays. The insert
+	// waits for a transaction that inserted the same ID and has not ended,
+	// so of concurrent emits in any processes exactly one is kept.
+	sqlEmit: `INSERT INTO outbox (id, instance, type, data, created_at, status, next_attempt)
+		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::bigint, 'pending', $5::bigint) ON CONFLICT (id) DO NOTHING`,
 	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
 	sqlAsyncCommit: `SET LOCAL synchronous_commit = off`,
 
@@ -236,6 +247,24 @@ var statements = map[string]string{
 	// with a batch that locks several messages.
 	sqlPruneQueue: `DELETE FROM messages WHERE seq IN (
 		SELECT seq FROM messages WHERE target IS NULL AND published_at < $1::bigint LIMIT $2::bigint FOR UPDATE SKIP LOCKED)`,
+
+	// $1 owner, $2 claim expiry, $3 now, $4 limit. The oldest due events
+	// that no live claim holds, from the head of outbox_due. SKIP LOCKED:
+	// rows a concurrent claim has locked are left to it rather than waited
+	// for; a row that one committed after this statement's snapshot is
+	// checked again once locked (READ COMMITTED), and dropped as claimed.
+	// So concurrent claimers, in any processes, never share an event.
+	sqlClaimOutbox: `WITH c AS MATERIALIZED (
+			SELECT id FROM outbox
+			WHERE status = 'pending' AND next_attempt <= $3::bigint AND (claimer IS NULL OR claim_expires <= $3::bigint)
+			ORDER BY next_attempt, id LIMIT $4::bigint
+			FOR UPDATE SKIP LOCKED),
+		u AS (UPDATE outbox o SET claimer = $1::text, claim_expires = $2::bigint FROM c WHERE o.id = c.id RETURNING o.*)
+		SELECT ` + rowcodec.OutboxColumns + ` FROM u ORDER BY next_attempt, id`,
+	// $1 id, $2 owner, $3 status, $4 next attempt, $5 error.
+	sqlFinishOutbox: `UPDATE outbox SET status = $3::text, next_attempt = $4::bigint, error = $5::text, attempts = attempts + 1,
+		claimer = NULL, claim_expires = 0 WHERE id = $1::text AND claimer = $2::text`,
+	sqlOutboxClaimer: `SELECT COALESCE(claimer, ''), claim_expires FROM outbox WHERE id = $1::text`,
 
 	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,

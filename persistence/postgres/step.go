@@ -223,6 +223,13 @@ func (s *Store) compile(r *writeReq) []op {
 	for _, t := range step.AddTimers {
 		add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano()}})
 	}
+	for _, e := range step.Emit {
+		at := e.At
+		if at.IsZero() {
+			at = now
+		}
+		add(op{label: "emit " + e.ID, name: sqlEmit, args: []any{e.ID, e.Instance, e.Type, e.Data, at.UnixNano()}})
+	}
 	if step.Status.Terminal() {
 		lock(true, s.instLocks, id)
 		add(op{label: "release ended instance", name: sqlEndInstance, args: []any{id}})

@@ -34,6 +34,7 @@ type stmts struct {
 	dropSubs       *sql.Stmt
 	dropTimers     *sql.Stmt
 	dropMail       *sql.Stmt
+	insertOutbox   *sql.Stmt
 	release        *sql.Stmt
 	rollbackTo     *sql.Stmt
 }
@@ -101,6 +102,10 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.dropSubs = p(`DELETE FROM subscriptions WHERE instance_id = ?`)
 	st.dropTimers = p(`DELETE FROM timers WHERE instance_id = ?`)
 	st.dropMail = p(`DELETE FROM messages WHERE target = ?`)
+	// An ID already in the outbox is the same event emitted again (a step
+	// retried after its commit was not acknowledged): keep the first.
+	st.insertOutbox = p(`INSERT INTO outbox (id, instance, type, data, created_at, status, next_attempt)
+		VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?5) ON CONFLICT (id) DO NOTHING`)
 	st.release = p(`RELEASE step`)
 	st.rollbackTo = p(`ROLLBACK TO step`)
 	return pr.err
@@ -109,7 +114,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
-		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail)
+		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox)
 }
 
 // Apply commits one step; concurrent calls share commits.
@@ -266,6 +271,18 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		for _, t := range step.AddTimers {
 			if _, err := up.Exec(id, t.ID, t.Due.UnixNano()); err != nil {
 				return fmt.Errorf("sqlite: add timer: %w", err)
+			}
+		}
+	}
+	if len(step.Emit) > 0 {
+		ins := tx.Stmt(s.st.insertOutbox)
+		for _, e := range step.Emit {
+			at := e.At
+			if at.IsZero() {
+				at = now
+			}
+			if _, err := ins.Exec(e.ID, e.Instance, e.Type, e.Data, at.UnixNano()); err != nil {
+				return fmt.Errorf("sqlite: emit %s: %w", e.ID, err)
 			}
 		}
 	}

@@ -58,6 +58,10 @@ func Run(t *testing.T, open Factory) {
 		{"RestartLog", testRestartLog},
 		{"PruneQueue", testPruneQueue},
 		{"Validation", testValidation},
+		{"OutboxEmit", testOutboxEmit},
+		{"OutboxClaim", testOutboxClaim},
+		{"OutboxList", testOutboxList},
+		{"OutboxRace", testOutboxRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +80,10 @@ func RunShared(t *testing.T, open SharedFactory) {
 	t.Run("DedupeAcrossStores", func(t *testing.T) {
 		a, b := open(t)
 		dedupeRace(t, []persistence.Store{a, b}, 5, 16)
+	})
+	t.Run("OutboxClaimAcrossStores", func(t *testing.T) {
+		a, b := open(t)
+		outboxRace(t, []persistence.Store{a, b}, 200, 8)
 	})
 }
 

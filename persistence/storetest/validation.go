@@ -46,6 +46,7 @@ func testValidation(t *testing.T, st persistence.Store) {
 			Send:      []persistence.NewMessage{{ID: "m1", Target: "a", Metadata: map[string]string{"k": "v"}}, {ID: "m2", Channel: "c"}},
 			Subscribe: []persistence.Subscription{{Channel: "s", Mode: persistence.Broadcast}},
 			AddTimers: []persistence.Timer{{ID: "t", Due: time.Now().Add(time.Hour)}},
+			Emit:      []persistence.OutboxEvent{{ID: "e1", Instance: "a", Type: "t", Data: []byte("{}")}, {ID: "e2", Instance: "a"}},
 		}
 		edit(&s)
 		return s
@@ -101,6 +102,12 @@ func testValidation(t *testing.T, st persistence.Store) {
 		{"timer ID NUL", step(func(s *persistence.Step) { s.AddTimers[0].ID = nul }), "AddTimers[0].ID"},
 		{"cancelled timer invalid UTF-8", step(func(s *persistence.Step) { s.CancelTimers = []string{badUTF8} }), "CancelTimers[0]"},
 		{"fired timer too long", step(func(s *persistence.Step) { s.FireTimers = []string{longID} }), "FireTimers[0]"},
+		{"event ID empty", step(func(s *persistence.Step) { s.Emit[1].ID = "" }), "Emit[1].ID"},
+		{"event ID too long", step(func(s *persistence.Step) { s.Emit[0].ID = longID }), "Emit[0].ID"},
+		{"event ID NUL", step(func(s *persistence.Step) { s.Emit[0].ID = nul }), "Emit[0].ID"},
+		{"event instance invalid UTF-8", step(func(s *persistence.Step) { s.Emit[0].Instance = badUTF8 }), "Emit[0].Instance"},
+		{"event type too long", step(func(s *persistence.Step) { s.Emit[1].Type = longName }), "Emit[1].Type"},
+		{"event type NUL", step(func(s *persistence.Step) { s.Emit[1].Type = nul }), "Emit[1].Type"},
 	}
 	for _, tc := range cases {
 		_, err := st.Apply(ctx(), tc.step)
@@ -148,6 +155,10 @@ func testValidation(t *testing.T, st persistence.Store) {
 	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), 0); len(ts) != 0 {
 		t.Fatalf("timers after invalid steps = %+v", ts)
 	}
+	ob := outboxOf(t, st)
+	if recs := listOutbox(t, ob, ""); len(recs) != 0 {
+		t.Fatalf("outbox after invalid steps = %+v", recs)
+	}
 
 	// Values at the limits, in multi-byte UTF-8, are stored and read back.
 	id := strings.Repeat("é", persistence.MaxIDLen/2) // 254 bytes
@@ -156,7 +167,7 @@ func testValidation(t *testing.T, st persistence.Store) {
 	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: id, Workflow: id, Parent: id, LeaseOwner: id, LeaseEpoch: 1},
 		History: []persistence.Event{{Seq: 0, Kind: id, Name: name, Ref: name, Digest: id, Error: "ошибка"}}})
 	apply(t, st, persistence.Step{Instance: id, Epoch: 1, Send: []persistence.NewMessage{{ID: id, Target: id, Channel: id, Sender: id,
-		Type: name, Metadata: map[string]string{id: val}, Dedupe: true}}})
+		Type: name, Metadata: map[string]string{id: val}, Dedupe: true}}, Emit: []persistence.OutboxEvent{{ID: id, Instance: id, Type: name}}})
 	if err := st.RequestCancel(ctx(), id, strings.Repeat("r", persistence.MaxReasonLen)); err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +178,17 @@ func testValidation(t *testing.T, st persistence.Store) {
 	ms := mailboxSeqs(t, st, id)
 	if len(ms) != 1 || ms[0].ID != id || ms[0].Type != name || ms[0].Metadata[id] != val {
 		t.Fatalf("mailbox of the instance with long names = %+v", ms)
+	}
+	claimer := strings.Repeat("ø", persistence.MaxIDLen/2)
+	recs, err := ob.ClaimOutbox(ctx(), claimer, time.Now(), time.Minute, 0)
+	if err != nil || len(recs) != 1 || recs[0].ID != id || recs[0].Instance != id || recs[0].Type != name || recs[0].Claimer != claimer {
+		t.Fatalf("outbox event with long names = %+v, %v", recs, err)
+	}
+	errText := strings.Repeat("ошибка ", 1000)
+	if err := ob.FinishOutbox(ctx(), id, claimer, persistence.OutboxPending, time.Now(), errText); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := ob.ListOutbox(ctx(), persistence.OutboxPending, "", 0); err != nil || len(recs) != 1 || recs[0].Error != errText {
+		t.Fatalf("outbox event after a long error = %+v, %v", recs, err)
 	}
 }

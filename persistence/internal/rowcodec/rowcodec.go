@@ -1,6 +1,6 @@
 // Package rowcodec holds the row encoding the SQL drivers share: times as
 // Unix nanoseconds (0 for the zero time), restart logs as text, and the
-// instance row's columns.
+// instance and outbox rows' columns.
 //
 //	in, err := rowcodec.ScanInstance(db.QueryRow(q, id))
 package rowcodec
@@ -55,6 +55,23 @@ func ScanInstance(row Scanner) (persistence.Instance, error) {
 		return in, fmt.Errorf("instance %s restart_log: %w", in.ID, err)
 	}
 	return in, nil
+}
+
+// OutboxColumns is the column list ScanOutbox expects, in order.
+const OutboxColumns = `id, instance, type, data, created_at, status, attempts, next_attempt, error, COALESCE(claimer, ''), claim_expires`
+
+// ScanOutbox reads an outbox row selected with OutboxColumns.
+func ScanOutbox(row Scanner) (persistence.OutboxRecord, error) {
+	var r persistence.OutboxRecord
+	var status string
+	var attempts, created, next, expires int64
+	err := row.Scan(&r.ID, &r.Instance, &r.Type, &r.Data, &created, &status, &attempts, &next, &r.Error, &r.Claimer, &expires)
+	if err != nil {
+		return r, err
+	}
+	r.Status, r.Attempts = persistence.OutboxStatus(status), int(attempts)
+	r.At, r.Next, r.ClaimExpires = FromNS(created), FromNS(next), FromNS(expires)
+	return r, nil
 }
 
 // EncodeTimes encodes a list of times (an instance's restart log) as their
