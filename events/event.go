@@ -174,7 +174,9 @@ func MessageID(source, id string) string { return "ce-" + eventKey(source, id) }
 
 // InstanceID is the ID of the instance of workflow that Handle starts for
 // the event with this source and ID.
-func InstanceID(workflow, source, id string) string { return workflow + "-" + eventKey(source, id)[:16] }
+func InstanceID(workflow, source, id string) string {
+	return workflow + "-" + eventKey(source, id)[:16]
+}
 
 // eventKey is a hash of (source, id), the identity of a CloudEvent.
 func eventKey(source, id string) string {

@@ -40,10 +40,10 @@ const wait = 30 * time.Second
 // integer 10 from a string "10".
 type view struct {
 	SpecVersion, ID, Source, Type, Subject, DataContentType, DataSchema string
-	Time                                                                 time.Time
-	Extensions                                                           map[string]string
-	Data                                                                 []byte
-	TraceParent                                                          string
+	Time                                                                time.Time
+	Extensions                                                          map[string]string
+	Data                                                                []byte
+	TraceParent                                                         string
 }
 
 func viewOf(ctx *actor.Context, e Event[[]byte]) view {
