@@ -195,6 +195,9 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, e *requestError
 
 // channelFor checks that an event type can name a channel.
 func channelFor(typ string) error {
+	if typ == "" {
+		return errors.New("an event type must not be empty")
+	}
 	if strings.HasPrefix(typ, persistence.SystemChannelPrefix) {
 		return fmt.Errorf("an event type must not start with %q (the runtime's own channels)", persistence.SystemChannelPrefix)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -126,7 +127,7 @@ func readBatch(body []byte) ([]event.Event, *requestError) {
 	if _, err := dec.Token(); err != nil {
 		return nil, badRequest("malformed batch: %v", err)
 	}
-	if _, err := dec.Token(); err == nil {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, badRequest("malformed batch: more than one JSON value")
 	}
 	return out, nil
