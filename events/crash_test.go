@@ -16,6 +16,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
@@ -36,7 +37,7 @@ var crashSink = actor.Workflow("sink", func(ctx *actor.Context, in Event[json.Ra
 // crashCollector takes crash.item events until it has seen every ID of its
 // input, and returns every ID it took, in order.
 var crashCollector = actor.Workflow("collector", func(ctx *actor.Context, want []string) ([]string, error) {
-	if err := Subscribe(ctx, crashItem, "competing"); err != nil {
+	if err := Subscribe(ctx, crashItem, mailbox.Competing); err != nil {
 		return nil, err
 	}
 	missing := map[string]bool{}

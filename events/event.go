@@ -211,10 +211,13 @@ type fields struct {
 	hasData, b64 bool
 }
 
-// coreAttrs are the context attributes of CloudEvents 1.0.
-var coreAttrs = map[string]bool{
-	"specversion": true, "id": true, "source": true, "type": true,
-	"datacontenttype": true, "dataschema": true, "subject": true, "time": true,
+// coreAttr reports whether name is a context attribute of CloudEvents 1.0.
+func coreAttr(name string) bool {
+	switch name {
+	case "specversion", "id", "source", "type", "datacontenttype", "dataschema", "subject", "time":
+		return true
+	}
+	return false
 }
 
 // validName checks an attribute name: lower-case letters and digits only.
@@ -279,7 +282,7 @@ func readJSON(b []byte) (*fields, *attrError) {
 			if !null {
 				data64 = raw
 			}
-		case coreAttrs[name]:
+		case coreAttr(name):
 			if null {
 				continue // null is absent
 			}

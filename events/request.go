@@ -167,7 +167,7 @@ func readBinary(h http.Header, body []byte) (event.Event, *attrError) {
 		if !utf8.ValidString(v) {
 			return event.Event{}, attrErr(name, "not valid UTF-8 once percent-decoded")
 		}
-		if coreAttrs[name] {
+		if coreAttr(name) {
 			f.core[name] = v
 		} else {
 			f.ext[name] = v

@@ -105,7 +105,7 @@ func checkIntact(t *testing.T, sent json.RawMessage, got view, binary bool) {
 	}
 	wantExt := map[string]string{}
 	for k, raw := range m {
-		if coreAttrs[k] || k == "data" || k == "data_base64" || !present(k) {
+		if coreAttr(k) || k == "data" || k == "data_base64" || !present(k) {
 			continue
 		}
 		switch {
