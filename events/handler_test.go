@@ -457,3 +457,20 @@ func TestTraceParentAfterReplay(t *testing.T) {
 		t.Fatalf("TraceParent before and after replay = %q, %v; want %q twice", got, err, tp)
 	}
 }
+
+// A stopped node takes nothing and says so with 503.
+func TestNodeStopped(t *testing.T) {
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	sys, err := actor.Start(testutil.Ctx(t, wait), actor.Config{Store: st, Logger: testutil.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := serve(t, sys)
+	if err := sys.Stop(testutil.Ctx(t, wait)); err != nil {
+		t.Fatal(err)
+	}
+	r := n.structured(t, minimal("late"))
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body.Error, "stopped") {
+		t.Fatalf("stopped node: %d %s", r.status, r.raw)
+	}
+}
