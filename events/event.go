@@ -180,11 +180,8 @@ func InstanceID(workflow, source, id string) string {
 
 // eventKey is a hash of (source, id), the identity of a CloudEvent.
 func eventKey(source, id string) string {
-	h := sha256.New()
-	io.WriteString(h, source)
-	h.Write([]byte{0})
-	io.WriteString(h, id)
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256([]byte(source + "\x00" + id))
+	return hex.EncodeToString(sum[:16])
 }
 
 // attrError says which attribute of an event is wrong.
@@ -498,7 +495,7 @@ func encodeEvent(ev event.Event) ([]byte, error) {
 	}
 	if tm != nil {
 		buf.WriteString(`,"time":`)
-		str(tm.Time.Format(time.RFC3339Nano))
+		str(tm.Format(time.RFC3339Nano))
 	}
 	if d := ev.DataEncoded; d != nil {
 		dct := ""
