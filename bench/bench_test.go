@@ -37,8 +37,9 @@ func TestWorkloads(t *testing.T) {
 				t.Errorf("%s: throughput %v", w.name, res.Throughput)
 			}
 			for _, k := range map[string][]string{
-				"queue":  {"dup", "lost", "unknown"},
-				"fanout": {"missing"},
+				"queue":   {"dup", "lost", "unknown"},
+				"fanout":  {"missing"},
+				"ingress": {"lost"},
 			}[w.name] {
 				if v, ok := res.Metrics[k]; !ok || v != 0 {
 					t.Errorf("%s: %s = %v, %v; want 0", w.name, k, v, ok)

@@ -39,6 +39,7 @@ type options struct {
 	SleepMin, SleepMax time.Duration // timers sleep range
 	PassivateAfter     time.Duration // Config.PassivateAfter; 0: the workload's choice
 	Spawners           int           // goroutines spawning instances
+	Clients            int           // ingress: concurrent HTTP clients
 	Timeout            time.Duration // bound of each waiting phase
 	BaselineBatch      int           // rows per transaction of the raw baseline
 	HeapProfile        string        // written where idle/timers measure passivated memory
@@ -122,6 +123,7 @@ func workloads() []workload {
 		{"timers", runTimers},
 		{"idle", runIdle},
 		{"recur", runRecur},
+		{"ingress", runIngress},
 	}
 }
 
@@ -146,18 +148,19 @@ func main() { os.Exit(run()) }
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, or all")
+	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile to this file where idle and timers measure memory after passivation (the last such point wins)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) while running")
-	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000); also the default of -m and -k")
+	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress events (10000); also the default of -m and -k")
 	fs.IntVar(&o.M, "m", 0, "messages: pingpong round trips (2000), queue messages (10000), fanout messages (200)")
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers (measures draining a full queue)")
 	fs.IntVar(&o.S, "s", 0, "fanout: subscribers (100)")
+	fs.IntVar(&o.Clients, "clients", 0, "ingress: concurrent HTTP clients (16)")
 	fs.IntVar(&o.K, "k", 0, "timers: sleeping instances (10000)")
 	fs.IntVar(&o.Pending, "pending", 100000, "timers: instances sleeping an hour in the second phase (0 skips it)")
 	fs.DurationVar(&o.SleepMin, "sleep-min", time.Second, "timers: shortest sleep")
