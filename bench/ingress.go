@@ -29,7 +29,11 @@ func runIngress(ctx context.Context, r *runner) (result, error) {
 		return res, err
 	}
 	defer func() { _ = nd.Close() }()
-	srv := httptest.NewServer(events.NewHandler(nd.sys))
+	h, err := events.NewHandler(nd.sys)
+	if err != nil {
+		return res, err
+	}
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	tr := &http.Transport{MaxIdleConns: clients, MaxIdleConnsPerHost: clients}
 	defer tr.CloseIdleConnections()

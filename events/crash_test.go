@@ -73,7 +73,11 @@ func init() {
 		if err != nil {
 			return childFail("listen: %v", err)
 		}
-		srv := &http.Server{Handler: NewHandler(sys, Handle(crashStart, crashSink)), ReadHeaderTimeout: 10 * time.Second}
+		h, err := NewHandler(sys, Handle(crashStart, crashSink))
+		if err != nil {
+			return childFail("handler: %v", err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		childSay("ADDR %s", ln.Addr())
 		// Serves until the parent kills the process.
 		return childFail("serve: %v", srv.Serve(ln))

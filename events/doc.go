@@ -79,7 +79,9 @@
 //	})
 //
 //	sys, _ := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(orderFlow)})
-//	http.Handle("/events", events.NewHandler(sys, events.Handle("com.example.order.placed", orderFlow)))
+//	h, err := events.NewHandler(sys, events.Handle("com.example.order.placed", orderFlow))
+//	if err != nil { … }
+//	http.Handle("/events", h)
 //
 // A producer then posts, for instance in binary mode:
 //

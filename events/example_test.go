@@ -63,7 +63,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer sys.Stop(ctx)
-	srv := httptest.NewServer(events.NewHandler(sys, events.Handle("com.example.order.placed", orderFlow), events.WithLogger(quiet)))
+	h, err := events.NewHandler(sys, events.Handle("com.example.order.placed", orderFlow), events.WithLogger(quiet))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 
 	post := func(id, source, typ, subject, data string) {

@@ -47,7 +47,10 @@ func FuzzIngress(f *testing.F) {
 	handled := actor.Workflow("handled", func(ctx *actor.Context, in Event[order]) (int, error) { return in.Data.Total, nil })
 	st := testutil.OpenSQLite(f, testutil.SQLitePath(f))
 	sys := testutil.StartNode(f, actor.Config{Store: st, Workflows: actor.Register(handled), PassivateAfter: time.Second})
-	h := NewHandler(sys, WithLogger(testutil.Logger()), WithMaxBodyBytes(64<<10), Handle(fuzzHandled, handled))
+	h, err := NewHandler(sys, WithLogger(testutil.Logger()), WithMaxBodyBytes(64<<10), Handle(fuzzHandled, handled))
+	if err != nil {
+		f.Fatal(err)
+	}
 
 	f.Fuzz(func(t *testing.T, body []byte, contentType, ceHeaders string) {
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))

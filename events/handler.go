@@ -105,31 +105,32 @@ type handler struct {
 // actor.Config.MaxPayload; 415 for a media type that is no CloudEvent;
 // 503 when the store or node is unavailable (safe to retry).
 //
-// NewHandler panics if a Handle names a workflow that sys has not
-// registered, or an invalid event type: a programming error.
-func NewHandler(sys *actor.System, opts ...Option) http.Handler {
+// NewHandler fails with actor.ErrInvalidInput if a Handle names a
+// workflow that sys has not registered, or an invalid event type, or the
+// body limit is not positive.
+func NewHandler(sys *actor.System, opts ...Option) (http.Handler, error) {
 	cfg := config{maxBody: DefaultMaxBodyBytes, log: slog.Default(), starters: map[string][]starter{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if cfg.maxBody <= 0 {
-		panic(fmt.Sprintf("events: WithMaxBodyBytes(%d): the limit must be positive", cfg.maxBody))
+		return nil, fmt.Errorf("%w: events: WithMaxBodyBytes(%d): the limit must be positive", actor.ErrInvalidInput, cfg.maxBody)
 	}
 	registered := sys.Workflows()
 	for typ, sts := range cfg.starters {
 		if err := channelFor(typ); err != nil {
-			panic(fmt.Sprintf("events: Handle(%q): %v", typ, err))
+			return nil, fmt.Errorf("%w: events: Handle(%q): %v", actor.ErrInvalidInput, typ, err)
 		}
 		for _, st := range sts {
 			if !slices.Contains(registered, st.workflow) {
-				panic(fmt.Sprintf("events: Handle(%q, %q): the workflow is not registered on the System", typ, st.workflow))
+				return nil, fmt.Errorf("%w: events: Handle(%q, %q): the workflow is not registered on the System", actor.ErrInvalidInput, typ, st.workflow)
 			}
 			if err := persistence.ValidateID("instance ID", InstanceID(st.workflow, "", "")); err != nil {
-				panic(fmt.Sprintf("events: Handle(%q, %q): %v", typ, st.workflow, err))
+				return nil, fmt.Errorf("%w: events: Handle(%q, %q): %v", actor.ErrInvalidInput, typ, st.workflow, err)
 			}
 		}
 	}
-	return &handler{sys: sys, cfg: cfg}
+	return &handler{sys: sys, cfg: cfg}, nil
 }
 
 // errorBody is the JSON body of a refused request.

@@ -395,14 +395,9 @@ func TestHandleMisconfigured(t *testing.T) {
 	other := actor.Workflow("unknown", func(ctx *actor.Context, in order) (int, error) { return 0, nil })
 	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
 	for _, opt := range []Option{Handle("t", other), Handle("$down", wf), Handle("", wf), WithMaxBodyBytes(0)} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("NewHandler did not panic")
-				}
-			}()
-			NewHandler(sys, opt)
-		}()
+		if _, err := NewHandler(sys, opt); !errors.Is(err, actor.ErrInvalidInput) {
+			t.Errorf("NewHandler = %v, want ErrInvalidInput", err)
+		}
 	}
 }
 

@@ -103,7 +103,11 @@ func startNode(t *testing.T, cfg actor.Config, opts ...Option) *node {
 // client's idle connections) when the test ends.
 func serve(t *testing.T, sys *actor.System, opts ...Option) *node {
 	t.Helper()
-	srv := httptest.NewServer(NewHandler(sys, append([]Option{WithLogger(testutil.Logger())}, opts...)...))
+	h, err := NewHandler(sys, append([]Option{WithLogger(testutil.Logger())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	tr := &http.Transport{}
 	t.Cleanup(func() {
 		srv.Close()
