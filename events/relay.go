@@ -1,6 +1,7 @@
 package events
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -239,7 +240,8 @@ func (r *Relayer) Run(ctx context.Context) error {
 	busy := 0
 	claimNow := true // at start: relay whatever is waiting
 	backlog := false // the last claim was full: more events are waiting
-	var pollAt, retryAt time.Time
+	var pollAt time.Time
+	var retries timeHeap // when the events this relayer gave back are due
 	for {
 		if claimNow && busy < conc {
 			now := time.Now()
@@ -265,8 +267,8 @@ func (r *Relayer) Run(ctx context.Context) error {
 			}
 		}
 		due := pollAt
-		if !retryAt.IsZero() && retryAt.Before(due) {
-			due = retryAt
+		if len(retries) > 0 && retries[0].Before(due) {
+			due = retries[0]
 		}
 		timer.Reset(time.Until(due))
 		select {
@@ -280,19 +282,33 @@ func (r *Relayer) Run(ctx context.Context) error {
 			claimNow = true
 		case next := <-done:
 			busy--
-			if !next.IsZero() && (retryAt.IsZero() || next.Before(retryAt)) {
-				retryAt = next
+			if !next.IsZero() {
+				heap.Push(&retries, next)
 			}
 			if backlog && conc-busy >= refill {
 				claimNow = true
 			}
 		case now := <-timer.C:
-			if !retryAt.IsZero() && !now.Before(retryAt) {
-				retryAt = time.Time{}
+			for len(retries) > 0 && !retries[0].After(now) {
+				heap.Pop(&retries)
 			}
 			claimNow = true
 		}
 	}
+}
+
+// timeHeap is a min-heap of times (container/heap).
+type timeHeap []time.Time
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
 }
 
 // jitter spreads d by ±20%, so that relayers started together do not poll

@@ -336,6 +336,9 @@ func emit(t *testing.T, sys *actor.System, id string, in emitInput) []string {
 	return ids
 }
 
+// TestRelayRetriesServerErrorsThenSendsOnce: each event is refused with
+// 500 three times, then accepted once. With an hour between polls, the
+// retries come from the relayer's own schedule.
 func TestRelayRetriesServerErrorsThenSendsOnce(t *testing.T) {
 	noLeaks(t)
 	st := openSQLite(t)
@@ -346,19 +349,19 @@ func TestRelayRetriesServerErrorsThenSendsOnce(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Wake: sys.WatchOutbox(), Backoff: fastBackoff})
+	startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Wake: sys.WatchOutbox(),
+		Backoff: fastBackoff, PollInterval: time.Hour})
 
-	ids := emit(t, sys, "retry", emitInput{Count: 1, Type: "com.example.retried"})
+	ids := emit(t, sys, "retry", emitInput{Count: 3, Type: "com.example.retried"})
 	s.waitAccepted(t, 30*time.Second, ids...)
-	rec := waitStatus(t, st, ids[0], persistence.OutboxSent, 10*time.Second)
-	if requests, oks := s.counts(ids[0]); requests != 4 || oks != 1 {
-		t.Fatalf("sink saw %d requests, accepted %d; want 4 and 1", requests, oks)
-	}
-	if rec.Attempts != 4 {
-		t.Errorf("Attempts = %d, want 4", rec.Attempts)
-	}
-	if rec.Claimer != "" {
-		t.Errorf("a sent event is still claimed by %q", rec.Claimer)
+	for _, id := range ids {
+		rec := waitStatus(t, st, id, persistence.OutboxSent, 10*time.Second)
+		if requests, oks := s.counts(id); requests != 4 || oks != 1 {
+			t.Errorf("%s: sink saw %d requests, accepted %d; want 4 and 1", id, requests, oks)
+		}
+		if rec.Attempts != 4 || rec.Claimer != "" || rec.Error != "" {
+			t.Errorf("%s: %d attempts, claimer %q, error %q; want 4 attempts, no claim, no error", id, rec.Attempts, rec.Claimer, rec.Error)
+		}
 	}
 }
 
