@@ -39,6 +39,7 @@ func TestWorkloads(t *testing.T) {
 			for _, k := range map[string][]string{
 				"queue":  {"dup", "lost", "unknown"},
 				"fanout": {"missing"},
+				"outbox": {"dup", "lost", "unknown"},
 			}[w.name] {
 				if v, ok := res.Metrics[k]; !ok || v != 0 {
 					t.Errorf("%s: %s = %v, %v; want 0", w.name, k, v, ok)

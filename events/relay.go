@@ -45,12 +45,18 @@ type RelayerConfig struct {
 	// the relayers' hosts within a small part of it. Default 30s, minimum
 	// 100ms.
 	ClaimTTL time.Duration
-	// BatchSize bounds how many events one claim takes from the store.
-	// Claims only take as many events as there are idle senders, so values
-	// above Concurrency act as Concurrency; lower it to share a backlog more
-	// evenly between relayers. Default 64, minimum 1.
+	// BatchSize bounds how many events the relayer holds claimed at once:
+	// waiting for a sender, being sent, or having their outcome recorded.
+	// Claims are made ahead of the senders, so that they never wait for
+	// the store, and take up to BatchSize events each. A claimed event
+	// waits for at most BatchSize/Concurrency sends before its own; an
+	// event that has waited for more than half its claim is given back
+	// unsent, so with a slow sink keep that many sends well inside
+	// ClaimTTL/2. Lower it also to share a backlog more evenly between
+	// relayers. Default 64, minimum 1.
 	BatchSize int
-	// Concurrency is how many sends run at once. Default 16, minimum 1.
+	// Concurrency is how many sends run at once (at most BatchSize).
+	// Default 16, minimum 1.
 	Concurrency int
 	// Backoff spaces the attempts at an event that failed transiently:
 	// Backoff.Backoff(n) after the n-th attempt, counted in the store so
@@ -195,107 +201,217 @@ func defaultOwner() string {
 // Owner is the name this relayer claims events under.
 func (r *Relayer) Owner() string { return r.cfg.Owner }
 
-// claimed is one event handed to a sender, with when its claim was taken.
+// claimed is one claimed event, with when its claim was taken.
 type claimed struct {
 	rec persistence.OutboxRecord
 	at  time.Time
 }
 
-// Run relays events until ctx ends, then waits for the sends in flight to
-// end and their outcomes to be recorded, and returns nil. It returns an
-// error only if the store is closed. A store that fails otherwise is
-// retried. One Relayer runs once at a time; run several Relayers (with
-// different Owners) for more throughput or availability.
+// Run relays events until ctx ends, then gives back the events it claimed
+// but did not send, waits for the sends in flight to end (they are
+// cancelled) and their outcomes to be recorded, and returns nil. It
+// returns an error only if the store is closed; a store that fails
+// otherwise is retried. One Relayer runs once at a time; run several
+// Relayers (with different Owners) for more throughput or availability.
 func (r *Relayer) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("events: Relayer.Run is already running")
 	}
 	defer r.running.Store(false)
+	l := &loop{r: r, ctx: ctx, batch: r.cfg.BatchSize, conc: min(r.cfg.Concurrency, r.cfg.BatchSize)}
+	return l.run()
+}
 
-	conc := r.cfg.Concurrency
-	batch := min(r.cfg.BatchSize, conc)
-	// With a backlog, claim again once half the senders are idle rather
-	// than for every single one that becomes idle: fewer, larger claims.
-	refill := max(1, batch/2)
+// loop is one Run: a claimer that keeps up to batch events claimed, and
+// conc senders that send them. Claims are made ahead of the senders, and
+// outcomes are recorded after them, so that neither waits for the store's
+// commits: a relayer's rate is not bound by one event per sender per
+// commit.
+type loop struct {
+	r           *Relayer
+	ctx         context.Context
+	batch, conc int
 
-	work := make(chan claimed)
-	// Each sender reports on done when it is idle again, with the retry
-	// time it recorded (zero if none). The buffer holds a report from every
-	// sender, so a sender never waits for the loop, even after it returned.
-	done := make(chan time.Time, conc)
-	var senders sync.WaitGroup
-	for range conc {
-		senders.Go(func() {
-			for c := range work {
-				done <- r.deliver(ctx, c)
-			}
-		})
+	work     chan claimed     // to the senders (unbuffered)
+	idle     chan struct{}    // a sender is free again
+	finished chan time.Time   // an outcome is recorded: when the event is due again, or zero
+	claims   chan claimResult // the outcome of the claim in flight
+
+	senders   sync.WaitGroup
+	recorders sync.WaitGroup
+
+	queue    []claimed // claimed, waiting for a sender
+	free     int       // idle senders
+	held     int       // claimed and not finished: queued, being sent or being recorded
+	claiming bool
+	want     bool // events may be due: claim when there is room
+	pollAt   time.Time
+	retries  timeHeap // when the events this relayer gave back are due
+}
+
+type claimResult struct {
+	recs  []persistence.OutboxRecord
+	at    time.Time
+	asked int
+	err   error
+}
+
+func (l *loop) run() error {
+	l.work = make(chan claimed)
+	l.idle = make(chan struct{}, l.conc)
+	l.finished = make(chan time.Time, l.batch) // one per held event: never full
+	l.claims = make(chan claimResult, 1)
+	l.free = l.conc
+	for range l.conc {
+		l.senders.Go(l.sender)
 	}
-	defer senders.Wait()
-	defer close(work)
+	defer l.shutdown()
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	wake := r.cfg.Wake
-	busy := 0
-	claimNow := true // at start: relay whatever is waiting
-	backlog := false // the last claim was full: more events are waiting
-	var pollAt time.Time
-	var retries timeHeap // when the events this relayer gave back are due
+	wake := l.r.cfg.Wake
+	l.want = true // at start: relay whatever is waiting
 	for {
-		if claimNow && busy < conc {
-			now := time.Now()
-			n := min(batch, conc-busy)
-			recs, err := r.outbox.ClaimOutbox(ctx, r.cfg.Owner, now, r.cfg.ClaimTTL, n)
-			switch {
-			case err == nil:
-				for _, rec := range recs {
-					busy++
-					work <- claimed{rec: rec, at: now} // a sender is idle: busy < conc
-				}
-				backlog = len(recs) == n
-				claimNow = backlog && conc-busy >= refill
-				pollAt = now.Add(jitter(r.cfg.PollInterval))
-			case ctx.Err() != nil:
-				return nil
-			case errors.Is(err, persistence.ErrStoreClosed):
-				return fmt.Errorf("events: relayer %s: %w", r.cfg.Owner, err)
-			default:
-				r.log.Warn("claiming events failed; retrying", "err", err)
-				claimNow, backlog = false, false
-				pollAt = now.Add(jitter(min(time.Second, r.cfg.PollInterval)))
-			}
-		}
-		due := pollAt
-		if len(retries) > 0 && retries[0].Before(due) {
-			due = retries[0]
+		l.dispatch()
+		l.claim()
+		due := l.pollAt
+		if len(l.retries) > 0 && l.retries[0].Before(due) {
+			due = l.retries[0]
 		}
 		timer.Reset(time.Until(due))
 		select {
-		case <-ctx.Done():
+		case <-l.ctx.Done():
 			return nil
 		case _, ok := <-wake:
 			if !ok {
 				wake = nil // the node stopped; polling carries on
 				continue
 			}
-			claimNow = true
-		case next := <-done:
-			busy--
+			l.want = true
+		case <-l.idle:
+			l.free++
+		case next := <-l.finished:
+			l.held--
 			if !next.IsZero() {
-				heap.Push(&retries, next)
+				heap.Push(&l.retries, next)
 			}
-			if backlog && conc-busy >= refill {
-				claimNow = true
+		case res := <-l.claims:
+			if err := l.claimed(res); err != nil {
+				return err
 			}
 		case now := <-timer.C:
-			for len(retries) > 0 && !retries[0].After(now) {
-				heap.Pop(&retries)
+			for len(l.retries) > 0 && !l.retries[0].After(now) {
+				heap.Pop(&l.retries)
 			}
-			claimNow = true
+			l.want = true
 		}
 	}
 }
+
+// claim starts a claim if events may be due, none is in flight, there is
+// room for more, and the queue is short enough to run dry soon.
+func (l *loop) claim() {
+	if !l.want || l.claiming || l.held >= l.batch || len(l.queue) >= l.conc {
+		return
+	}
+	n := l.batch - l.held
+	at := time.Now()
+	l.claiming, l.want = true, false
+	l.pollAt = at.Add(jitter(l.r.cfg.PollInterval))
+	// Not cancelled with Run: a claim that commits must be seen, so that
+	// its events are given back at the stop rather than left to expire.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), finishTimeout)
+		defer cancel()
+		recs, err := l.r.outbox.ClaimOutbox(ctx, l.r.cfg.Owner, at, l.r.cfg.ClaimTTL, n)
+		l.claims <- claimResult{recs: recs, at: at, asked: n, err: err}
+	}()
+}
+
+// claimed takes a claim's outcome.
+func (l *loop) claimed(res claimResult) error {
+	l.claiming = false
+	switch {
+	case res.err == nil:
+		for _, rec := range res.recs {
+			l.queue = append(l.queue, claimed{rec: rec, at: res.at})
+		}
+		l.held += len(res.recs)
+		if len(res.recs) == res.asked {
+			l.want = true // a full claim: more may be waiting
+		}
+	case errors.Is(res.err, persistence.ErrStoreClosed):
+		return fmt.Errorf("events: relayer %s: %w", l.r.cfg.Owner, res.err)
+	default:
+		if l.ctx.Err() == nil {
+			l.r.log.Warn("claiming events failed; retrying", "err", res.err)
+		}
+		l.want = false
+		l.pollAt = time.Now().Add(jitter(min(time.Second, l.r.cfg.PollInterval)))
+	}
+	return nil
+}
+
+// dispatch hands queued events to idle senders.
+func (l *loop) dispatch() {
+	ttl := l.r.cfg.ClaimTTL
+	for l.free > 0 && len(l.queue) > 0 {
+		c := l.queue[0]
+		l.queue[0] = claimed{}
+		l.queue = l.queue[1:]
+		if time.Until(c.at.Add(sendWindow(ttl))) < ttl/4 {
+			// It waited here for most of its claim (a slow sink): give it
+			// back rather than start a send that the claim may not cover.
+			l.record(c, time.Time{}, errClaimShort)
+			continue
+		}
+		l.free--
+		l.work <- c // to an idle sender
+	}
+}
+
+// sender sends events, leaving their outcomes to be recorded aside.
+func (l *loop) sender() {
+	for c := range l.work {
+		created, err := l.r.attempt(l.ctx, c)
+		l.record(c, created, err)
+		l.idle <- struct{}{}
+	}
+}
+
+// record records an outcome in the background and reports it on finished.
+func (l *loop) record(c claimed, created time.Time, err error) {
+	l.recorders.Go(func() { l.finished <- l.r.outcome(l.ctx, c, created, err) })
+}
+
+// shutdown gives back what was claimed and not sent, and waits for the
+// senders and the recording of their outcomes.
+func (l *loop) shutdown() {
+	if l.claiming {
+		res := <-l.claims
+		for _, rec := range res.recs {
+			l.queue = append(l.queue, claimed{rec: rec, at: res.at})
+		}
+	}
+	for _, c := range l.queue {
+		l.record(c, time.Time{}, errStopped)
+	}
+	l.queue = nil
+	close(l.work)
+	l.senders.Wait()
+	l.recorders.Wait()
+}
+
+// sendWindow is how long after its claim an event may still be sent: the
+// rest of the claim is left for recording the outcome, so that the claim
+// never runs out while the event is in flight.
+func sendWindow(ttl time.Duration) time.Duration { return ttl * 4 / 5 }
+
+// Why an event claimed but never sent goes back to pending.
+var (
+	errClaimShort = errors.New("events: not sent: the event waited for a sender for most of its claim")
+	errStopped    = errors.New("events: not sent: the relayer stopped")
+)
 
 // timeHeap is a min-heap of times (container/heap).
 type timeHeap []time.Time
@@ -317,31 +433,44 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*mrand.Float64()))
 }
 
-// deliver makes one attempt at a claimed event and records its outcome.
-// It returns when the event is due again if it stays pending (zero if not).
-func (r *Relayer) deliver(ctx context.Context, c claimed) time.Time {
+// attempt sends one claimed event. It returns the event's creation time
+// (for MaxAge) and the sink's answer.
+func (r *Relayer) attempt(ctx context.Context, c claimed) (time.Time, error) {
 	rec := c.rec
-	log := r.log.With("event", rec.ID, "type", rec.Type, "attempt", rec.Attempts+1)
 	var e event.Event
 	if err := json.Unmarshal(rec.Data, &e); err != nil {
-		r.finish(ctx, log, rec, persistence.OutboxInvalid, time.Time{}, fmt.Errorf("%w: the stored event does not decode: %v", ErrPermanent, err))
-		return time.Time{}
+		return rec.At, fmt.Errorf("%w: the stored event does not decode: %v", ErrPermanent, err)
 	}
 	if e.ID() == "" {
 		// Emit leaves the ID to the outbox (see Emit).
 		e.SetID(rec.ID)
 	}
+	created := rec.At
+	if created.IsZero() {
+		created = e.Time()
+	}
 	// Give up on the send before the claim runs out: after that another
 	// relayer may claim the event and send it at the same time.
-	sctx, cancel := context.WithDeadline(ctx, c.at.Add(r.cfg.ClaimTTL*4/5))
-	err := r.send(sctx, e)
-	cancel()
+	sctx, cancel := context.WithDeadline(ctx, c.at.Add(sendWindow(r.cfg.ClaimTTL)))
+	defer cancel()
+	return created, r.send(sctx, e)
+}
 
+// outcome records how an attempt at a claimed event went. It returns when
+// the event is due again if it stays pending (zero if not).
+func (r *Relayer) outcome(ctx context.Context, c claimed, created time.Time, err error) time.Time {
+	rec := c.rec
+	log := r.log.With("event", rec.ID, "type", rec.Type, "attempt", rec.Attempts+1)
 	now := time.Now()
 	switch {
 	case err == nil:
 		r.finish(ctx, log, rec, persistence.OutboxSent, time.Time{}, nil)
 		return time.Time{}
+	case errors.Is(err, errStopped) || errors.Is(err, errClaimShort):
+		// Never sent: due again at once (for another relayer, or this
+		// one after a restart).
+		r.finish(ctx, log, rec, persistence.OutboxPending, now, err)
+		return now
 	case ctx.Err() != nil:
 		// Stopping: give the event back at once rather than leave it to
 		// the claim's expiry. Whether the sink got it is unknown, so it is
@@ -351,10 +480,6 @@ func (r *Relayer) deliver(ctx context.Context, c claimed) time.Time {
 	case errors.Is(err, ErrPermanent):
 		r.finish(ctx, log, rec, persistence.OutboxInvalid, time.Time{}, err)
 		return time.Time{}
-	}
-	created := rec.At
-	if created.IsZero() {
-		created = e.Time()
 	}
 	deadline := created.Add(r.cfg.MaxAge)
 	attempt := rec.Attempts + 1

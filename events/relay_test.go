@@ -484,33 +484,42 @@ func TestRelayWokenByCommit(t *testing.T) {
 }
 
 // TestRelayStoppedMidSend: a relayer stopped while the sink holds its
-// request gives the event back; the next relayer sends it.
+// request gives back that event and those it had claimed for later; the
+// next relayer sends them all.
 func TestRelayStoppedMidSend(t *testing.T) {
 	noLeaks(t)
 	st := openSQLite(t)
 	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(emitFlow)})
 	release := make(chan struct{})
 	defer close(release)
-	s := newHoldingSink(t, ok, func(_ string, n int) <-chan struct{} {
-		if n == 1 {
+	var first atomic.Bool
+	s := newHoldingSink(t, ok, func(string, int) <-chan struct{} {
+		if first.CompareAndSwap(false, true) {
 			return release // never answered: the relayer stops first
 		}
 		return nil
 	})
-	stop1 := startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Wake: sys.WatchOutbox(), Owner: "first"})
-	ids := emit(t, sys, "stopped", emitInput{Count: 1, Type: "com.example.stopped"})
-	if got := s.waitEntered(t, 30*time.Second); got != ids[0] {
-		t.Fatalf("sink got %s, want %s", got, ids[0])
-	}
+	// One sender and room for four: one event in flight, three queued.
+	stop1 := startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Wake: sys.WatchOutbox(),
+		Owner: "first", Concurrency: 1, BatchSize: 4})
+	ids := emit(t, sys, "stopped", emitInput{Count: 4, Type: "com.example.stopped"})
+	held := s.waitEntered(t, 30*time.Second)
 	stop1()
-	rec := record(t, st, ids[0])
-	if rec.Status != persistence.OutboxPending || rec.Claimer != "" {
-		t.Fatalf("after the stop: status %s, claimer %q; want pending and unclaimed", rec.Status, rec.Claimer)
+	for _, id := range ids {
+		rec := record(t, st, id)
+		if rec.Status != persistence.OutboxPending || rec.Claimer != "" {
+			t.Fatalf("%s after the stop: status %s, claimer %q; want pending and unclaimed", id, rec.Status, rec.Claimer)
+		}
+		if requests, _ := s.counts(id); requests != 0 && id != held {
+			t.Fatalf("%s was sent, but only %s should have been", id, held)
+		}
 	}
 	startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Owner: "second",
 		ClaimTTL: time.Hour}) // no claim has to expire
 	s.waitAccepted(t, 30*time.Second, ids...)
-	waitStatus(t, st, ids[0], persistence.OutboxSent, 10*time.Second)
+	for _, id := range ids {
+		waitStatus(t, st, id, persistence.OutboxSent, 10*time.Second)
+	}
 }
 
 // The child process of TestRelayKilledMidSend: a relayer on the parent's

@@ -72,6 +72,10 @@ type HTTPSink struct {
 	// Client sends the requests. Default http.DefaultClient. A request
 	// ends with the relayer's context (before the event's claim runs out),
 	// so a Client timeout is only needed to make sends shorter than that.
+	// http.DefaultTransport keeps two idle connections per host; with a
+	// relayer's Concurrency above that, give Client a Transport whose
+	// MaxIdleConnsPerHost is at least Concurrency, or connections to the
+	// sink are opened and closed for every other event.
 	Client *http.Client
 }
 
