@@ -40,6 +40,7 @@ func TestWorkloads(t *testing.T) {
 				"queue":   {"dup", "lost", "unknown"},
 				"fanout":  {"missing"},
 				"ingress": {"lost"},
+				"outbox":  {"dup", "lost", "unknown"},
 			}[w.name] {
 				if v, ok := res.Metrics[k]; !ok || v != 0 {
 					t.Errorf("%s: %s = %v, %v; want 0", w.name, k, v, ok)

@@ -1,0 +1,147 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/nornlabs/norn/actor"
+)
+
+// TraceParentKey is the activation-local key (actor.Context.SetLocal)
+// under which the code that hands an incoming event to a workflow stores
+// its W3C trace context, as the string value of a "traceparent" header.
+// Emit copies it into every event the workflow emits that has no
+// traceparent extension of its own, so that a trace follows an event
+// through the workflow into the events it causes. Locals are rebuilt by
+// replay, so set it only from a value that came out of a durable call (the
+// received event).
+type TraceParentKey struct{}
+
+// traceParentExt is the CloudEvents distributed-tracing extension.
+const traceParentExt = "traceparent"
+
+// EmitOption configures one Emit.
+type EmitOption func(*emitConfig)
+
+type emitConfig struct {
+	id string
+}
+
+// WithEventID sets the emitted event's ID, replacing the event's own. The
+// ID is what sinks deduplicate on, and it must be unique in the whole
+// store, not only per source: an ID that was emitted before is not emitted
+// again. Derive it from the instance ID and something deterministic (an
+// order number), never from a random value or the clock: the call is
+// checked against history on replay. Without an ID (neither this option
+// nor event.SetID), Emit uses a deterministic one made from the instance ID
+// and the call's position in the workflow.
+func WithEventID(id string) EmitOption {
+	return func(c *emitConfig) { c.id = id }
+}
+
+// Emit sends a CloudEvent from inside a workflow, through the outbox: the
+// event is recorded in the transaction of the workflow's current step, so
+// that it is relayed (by a Relayer) if and only if that step commits. A
+// workflow that fails before its next durable wait emits nothing; one that
+// commits emits the event at least once, however often the process or the
+// sink fails. It returns the event's ID.
+//
+// Emit completes the event before recording it: specversion becomes 1.0;
+// an empty source becomes "norn://<instance ID>"; an empty time becomes
+// ctx.Now(); without a traceparent extension, the activation's trace
+// context (see TraceParentKey) is added if it has one; an empty ID is
+// filled in as WithEventID describes (the recorded event, OutboxRecord.Data,
+// then has an empty id: the record's ID is the event's, and the Relayer
+// puts it in before sending). The event's type is required. An
+// event that is still not a valid CloudEvent is refused with an error
+// matching actor.ErrInvalidInput, and nothing is recorded.
+//
+// The completed event is part of the workflow's history, so its content
+// must be the same on every replay: build it only from the workflow's
+// input and the results of durable calls. The relayer sends exactly the
+// recorded event, so retries carry the same ID, time and data.
+func Emit(ctx *actor.Context, e event.Event, opts ...EmitOption) (string, error) {
+	var cfg emitConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var ev event.Event
+	if e.Context == nil {
+		// A zero Event, as from event.Event{}: give it a context first.
+		ev = event.Event{DataEncoded: append([]byte(nil), e.DataEncoded...), DataBase64: e.DataBase64}
+		ev.SetSpecVersion(event.CloudEventsVersionV1)
+	} else {
+		ev = e.Clone()
+		if ev.SpecVersion() != event.CloudEventsVersionV1 {
+			ev.SetSpecVersion(event.CloudEventsVersionV1)
+		}
+	}
+	if len(ev.FieldErrors) > 0 {
+		// A setter refused a value (say, a source that is no URI): the
+		// defaults below must not paper over it.
+		return "", fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(event.ValidationError(ev.FieldErrors)))
+	}
+	if cfg.id != "" {
+		ev.SetID(cfg.id)
+	}
+	if ev.Source() == "" {
+		ev.SetSource(defaultSource(ctx.InstanceID()))
+	}
+	if _, ok := ev.Extensions()[traceParentExt]; !ok {
+		if tp, _ := ctx.Local(TraceParentKey{}).(string); tp != "" {
+			ev.SetExtension(traceParentExt, tp)
+		}
+	}
+	// Validate before the Now call, so that a refused event leaves no
+	// trace in history (a fixed event is then not a changed call).
+	check := ev.Clone()
+	if check.ID() == "" {
+		check.SetID("placeholder") // the outbox assigns it below
+	}
+	if err := check.Validate(); err != nil {
+		return "", fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(err))
+	}
+	if ev.Time().IsZero() {
+		ev.SetTime(ctx.Now())
+	}
+	// Without an ID the event is stored with an empty one and the outbox
+	// record's ID (EmitEvent's deterministic default) is the event's ID:
+	// the relayer puts it in before sending. Emit cannot know that default
+	// in advance, and a guessed one would not survive a restart.
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return "", fmt.Errorf("%w: events: emit %q: encode: %v", actor.ErrInvalidInput, ev.Type(), err)
+	}
+	return ctx.EmitEvent(ev.ID(), ev.Type(), data)
+}
+
+// defaultSource is "norn://<id>" when that is a URI reference naming the
+// instance as written, and "norn:///<escaped id>" otherwise (IDs with
+// spaces, colons or other characters a URI host cannot hold).
+func defaultSource(id string) string {
+	s := "norn://" + id
+	if u, err := url.Parse(s); err == nil && u.Host+u.Path == id && u.RawQuery == "" && u.Fragment == "" && u.User == nil {
+		return s
+	}
+	return "norn:///" + url.PathEscape(id)
+}
+
+// validationText renders a CloudEvents validation error on one line, with
+// its fields in a stable order (the SDK's own text follows map order).
+func validationText(err error) string {
+	verr, ok := err.(event.ValidationError)
+	if !ok {
+		return err.Error()
+	}
+	parts := make([]string, 0, len(verr))
+	for field, e := range verr {
+		parts = append(parts, field+": "+e.Error())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
