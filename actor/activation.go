@@ -94,6 +94,8 @@ type activation struct {
 
 	locals map[any]any // Context.SetLocal: rebuilt by replay
 
+	finishRetry time.Duration // the end failed to commit: execute again after this
+
 	pid   *protoactor.PID
 	ctx   *Context
 	final persistence.Instance // the ended instance, once finish committed
@@ -232,14 +234,12 @@ func (a *activation) run() {
 			return
 		case outNonDeterminism:
 			finished = a.finish(persistence.StatusFailed, nil, werr)
-			return
 		case outCrash:
 			delay, again, done := a.crashed(crash, infra)
 			finished = done
-			if !again || !a.restartAfter(delay) {
-				return
+			if again && a.restartAfter(delay) {
+				continue
 			}
-			continue
 		case outDone:
 			switch {
 			case werr == nil:
@@ -249,8 +249,17 @@ func (a *activation) run() {
 			default:
 				finished = a.finish(persistence.StatusFailed, nil, werr)
 			}
-			return
 		}
+		// An end that could not be committed (the store failed) is tried
+		// again from history, or the instance would sit under our lease.
+		if !finished && a.finishRetry > 0 {
+			d := a.finishRetry
+			a.finishRetry = 0
+			if a.restartAfter(d) {
+				continue
+			}
+		}
+		return
 	}
 }
 
@@ -488,6 +497,7 @@ func (a *activation) recur(input []byte) {
 	a.seq = 0
 	a.flush()
 	a.history = step.History
+	a.inst.Run++
 	a.pos, a.seq, a.live = 1, 1, false
 	a.comps, a.cmds, a.order, a.deferred = nil, map[string]*command{}, nil, nil
 	a.index = map[string]int{}
@@ -507,8 +517,8 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 	for _, child := range a.children {
 		err := s.Cancel(s.ctx, PID(child), "parent "+a.id+" ended")
 		if err != nil && !errors.Is(err, persistence.ErrInstanceDone) && !errors.Is(err, persistence.ErrNotFound) {
-			_, _, done := a.crashed(fmt.Errorf("store: %w", err), true)
-			return done
+			a.finishRetry, _, _ = a.crashed(fmt.Errorf("store: %w", err), true)
+			return false
 		}
 	}
 	var msg, recJSON string
@@ -539,8 +549,8 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 	}
 	if err := a.commit(); err != nil {
 		if !errors.Is(err, persistence.ErrFenced) && !errors.Is(err, persistence.ErrInstanceDone) && s.ctx.Err() == nil {
-			_, _, done := a.crashed(fmt.Errorf("store: %w", err), true)
-			return done
+			a.finishRetry, _, _ = a.crashed(fmt.Errorf("store: %w", err), true)
+			return false
 		}
 		return false
 	}

@@ -15,13 +15,18 @@ const EventEmitted EventKind = "emitted"
 // is always relayed. It is the low-level call that package events builds
 // CloudEvents on. id must be unique store-wide and is what sinks
 // deduplicate on; empty means a deterministic ID derived from the instance
-// ("<instance>/emit:N"). typ names the event for listings; data is the
+// ("<instance>/emit:N", "<instance>/run:R/emit:N" after continue-as-new). typ names the event for listings; data is the
 // encoded event. It returns the ID used.
 func (c *Context) EmitEvent(id, typ string, data []byte) (string, error) {
 	a := c.a
 	call := a.nextID("emit")
 	if id == "" {
+		// The run number keeps IDs apart across continue-as-new, where
+		// the call counters start over.
 		id = a.id + "/" + call
+		if a.inst.Run > 0 {
+			id = fmt.Sprintf("%s/run:%d/%s", a.id, a.inst.Run, call)
+		}
 	}
 	if err := validID("event ID", id); err != nil {
 		return "", err

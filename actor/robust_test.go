@@ -254,3 +254,58 @@ func TestInvalidInputFromOutside(t *testing.T) {
 		t.Fatalf("something was written: %+v", stats)
 	}
 }
+
+// failingEnd fails the first step that ends an instance, as a store that
+// drops its connection would.
+type failingEnd struct {
+	persistence.Store
+	failed atomic.Bool
+}
+
+func (s *failingEnd) Apply(ctx context.Context, step persistence.Step) (persistence.StepResult, error) {
+	if step.Status.Terminal() && s.failed.CompareAndSwap(false, true) {
+		return persistence.StepResult{}, errors.New("connection reset")
+	}
+	return s.Store.Apply(ctx, step)
+}
+
+// An end that fails to commit is tried again: the instance does not sit
+// under the node's lease with nobody running it.
+func TestFailedEndIsRetried(t *testing.T) {
+	st := &failingEnd{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t))}
+	wf := actor.Workflow("ending", func(ctx *actor.Context, n int) (int, error) { return n * 2, nil })
+	sys := testutil.StartNode(t, slowNets(actor.Config{Store: st, Workflows: actor.Register(wf)}))
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, _ := actor.Spawn(ctx, sys, wf, 21)
+	if got, err := actor.Await(ctx, sys, wf, pid); err != nil || got != 42 {
+		t.Fatalf("Await = %d, %v", got, err)
+	}
+	if !st.failed.Load() {
+		t.Fatal("the end's commit never failed")
+	}
+}
+
+// Events emitted with default IDs in later runs of a continued instance
+// are not taken for the first run's.
+func TestEmitIDsAcrossRecur(t *testing.T) {
+	sqlite := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	wf := actor.Workflow("emitter", func(ctx *actor.Context, n int) (int, error) {
+		if _, err := ctx.EmitEvent("", "tick", []byte(`{}`)); err != nil {
+			return 0, err
+		}
+		if n < 2 {
+			return 0, actor.Recur(ctx, n+1)
+		}
+		return n, nil
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: sqlite, Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, _ := actor.Spawn(ctx, sys, wf, 0)
+	if _, err := actor.Await(ctx, sys, wf, pid); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := sqlite.ListOutbox(ctx, "", "", 100)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("outbox has %d events, %v; want 3 (one per run)", len(rows), err)
+	}
+}

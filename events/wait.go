@@ -46,10 +46,6 @@ func Subscribe(ctx *actor.Context, eventType string, mode mailbox.Mode) error {
 	return ctx.Subscribe(eventType, mode)
 }
 
-// traceKey is the Context.Local key of the trace context of the event a
-// workflow received last.
-type traceKey struct{}
-
 // Wait takes the next event of eventType from the instance's mailbox,
 // waiting for one if there is none, and returns it with its data decoded
 // as T (see Event). It is a durable receive: the event is consumed once,
@@ -82,7 +78,7 @@ func Wait[T any](ctx *actor.Context, eventType string, opts ...WaitOption) (Even
 	}
 	var out Event[T]
 	err = out.setEvent(ev)
-	ctx.SetLocal(traceKey{}, out.TraceParent())
+	ctx.SetLocal(TraceParentKey{}, out.TraceParent())
 	return out, err
 }
 
@@ -91,12 +87,12 @@ func Wait[T any](ctx *actor.Context, eventType string, opts ...WaitOption) (Even
 // before any, or when that event had none. The value is rebuilt by replay,
 // so it is the same after a restart.
 func TraceParent(ctx *actor.Context) string {
-	s, _ := ctx.Local(traceKey{}).(string)
+	s, _ := ctx.Local(TraceParentKey{}).(string)
 	return s
 }
 
 // Adopt makes e the event the workflow continues from, for TraceParent: a
 // workflow started by Handle with an Event[T] input calls it first.
 func Adopt[T any](ctx *actor.Context, e Event[T]) {
-	ctx.SetLocal(traceKey{}, e.TraceParent())
+	ctx.SetLocal(TraceParentKey{}, e.TraceParent())
 }
