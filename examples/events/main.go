@@ -76,7 +76,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer snk.Close()
+	defer func() { _ = snk.Close() }()
 	relayer, err := events.NewRelayer(events.RelayerConfig{
 		Store:  st,
 		Sink:   &events.HTTPSink{URL: snk.URL, Mode: events.Binary},
