@@ -58,7 +58,7 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "starting up", http.StatusServiceUnavailable)
 		return
 	}
-	logf("sink %s: 200 to %s %s, source %s, data %s", r.URL.Path, e.Type(), e.ID(), e.Source(), e.Data())
+	logf("sink %s: 200 to %s %s, source %s, traceparent %v, data %s", r.URL.Path, e.Type(), e.ID(), e.Source(), e.Extensions()["traceparent"], e.Data())
 	w.WriteHeader(http.StatusOK)
 }
 
