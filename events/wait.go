@@ -78,14 +78,18 @@ func Wait[T any](ctx *actor.Context, eventType string, opts ...WaitOption) (Even
 	}
 	var out Event[T]
 	err = out.setEvent(ev)
-	ctx.SetLocal(TraceParentKey{}, out.TraceParent())
+	if tp := out.TraceParent(); tp != "" {
+		// An event without a trace context does not end the trace the
+		// workflow is in.
+		ctx.SetLocal(TraceParentKey{}, tp)
+	}
 	return out, err
 }
 
-// TraceParent is the W3C traceparent of the event the workflow took last
-// (Wait, or Adopt): the trace an outgoing event should continue. It is ""
-// before any, or when that event had none. The value is rebuilt by replay,
-// so it is the same after a restart.
+// TraceParent is the W3C traceparent of the last event the workflow took
+// (Wait, or Adopt) that carried one: the trace an outgoing event should
+// continue. It is "" before any. The value is rebuilt by replay, so it is
+// the same after a restart.
 func TraceParent(ctx *actor.Context) string {
 	s, _ := ctx.Local(TraceParentKey{}).(string)
 	return s
