@@ -262,13 +262,19 @@ type OutboxRecord struct {
 	ClaimExpires time.Time
 }
 
+// Limits the Outbox calls use when given none.
+const (
+	DefaultClaimLimit = 100
+	DefaultListLimit  = 1000
+)
+
 // Outbox is the relayers' side of the outbox; both drivers implement it.
 type Outbox interface {
 	// ClaimOutbox claims up to limit pending events whose Next has come
 	// and that no unexpired claim holds, for owner until now+ttl, oldest
 	// first (by Next, which for a first attempt is when the event was
 	// emitted). Concurrent claimers never get the same event. ttl must be
-	// positive; limit <= 0 means 100.
+	// positive; limit <= 0 means DefaultClaimLimit.
 	ClaimOutbox(ctx context.Context, owner string, now time.Time, ttl time.Duration, limit int) ([]OutboxRecord, error)
 	// FinishOutbox records the outcome of one attempt by owner: status
 	// sent, invalid or expired ends delivery; pending schedules another
@@ -277,7 +283,7 @@ type Outbox interface {
 	FinishOutbox(ctx context.Context, id, owner string, status OutboxStatus, next time.Time, errText string) error
 	// ListOutbox lists events in a status (all if empty), oldest first
 	// (by At, then ID), after the event ID after: the last event of the
-	// previous page, or "" for the first. limit <= 0 means 1000.
+	// previous page, or "" for the first. limit <= 0 means DefaultListLimit.
 	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
 }
 

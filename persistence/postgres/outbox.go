@@ -14,12 +14,6 @@ import (
 
 var _ persistence.Outbox = (*Store)(nil)
 
-// Default limits of the outbox calls (see persistence.Outbox).
-const (
-	defaultClaimLimit = 100
-	defaultListLimit  = 1000
-)
-
 // ClaimOutbox claims due events for owner, in one statement (see
 // sqlClaimOutbox for why concurrent claimers never share an event).
 func (s *Store) ClaimOutbox(ctx context.Context, owner string, now time.Time, ttl time.Duration, limit int) ([]persistence.OutboxRecord, error) {
@@ -27,7 +21,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, now time.Time, tt
 		return nil, err
 	}
 	if limit <= 0 {
-		limit = defaultClaimLimit
+		limit = persistence.DefaultClaimLimit
 	}
 	var out []persistence.OutboxRecord
 	err := s.retry(ctx, func() error {
@@ -85,7 +79,7 @@ func (s *Store) ListOutbox(ctx context.Context, status persistence.OutboxStatus,
 		return nil, err
 	}
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = persistence.DefaultListLimit
 	}
 	args := []any{int64(limit)}
 	cursor := ""

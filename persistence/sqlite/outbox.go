@@ -14,12 +14,6 @@ import (
 
 var _ persistence.Outbox = (*Store)(nil)
 
-// Default limits of the outbox calls (see persistence.Outbox).
-const (
-	defaultClaimLimit = 100
-	defaultListLimit  = 1000
-)
-
 // claimOutboxSQL claims due, unclaimed (or no longer claimed) events: ?1
 // owner, ?2 claim expiry, ?3 now, ?4 limit. INDEXED BY: without statistics
 // the planner prefers outbox_status (an equality on status), which holds
@@ -40,7 +34,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, now time.Time, tt
 		return nil, err
 	}
 	if limit <= 0 {
-		limit = defaultClaimLimit
+		limit = persistence.DefaultClaimLimit
 	}
 	var out []persistence.OutboxRecord
 	// Not simple: the update is done before its first row is read back, so
@@ -121,7 +115,7 @@ func (s *Store) ListOutbox(ctx context.Context, status persistence.OutboxStatus,
 		return nil, err
 	}
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = persistence.DefaultListLimit
 	}
 	// A page of one status: a range of outbox_status. It starts after the
 	// row of the event named by after (its time, then its ID); an unknown
