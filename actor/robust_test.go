@@ -309,3 +309,37 @@ func TestEmitIDsAcrossRecur(t *testing.T) {
 		t.Fatalf("outbox has %d events, %v; want 3 (one per run)", len(rows), err)
 	}
 }
+
+// A message ID given inside a workflow is checked store-wide: the same ID
+// sent again, by another instance here, is not delivered twice.
+func TestWorkflowSendWithMessageID(t *testing.T) {
+	receiver := actor.Workflow("inbox", func(ctx *actor.Context, _ int) (int, error) {
+		n := 0
+		for {
+			m, err := actor.Receive[string](ctx)
+			if err != nil || m.Value == "end" {
+				return n, err
+			}
+			n++
+		}
+	})
+	sender := actor.Workflow("sender", func(ctx *actor.Context, to string) (int, error) {
+		return 0, ctx.Send(actor.PID(to), "once", actor.WithMessageID("order-7-confirmation"))
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(receiver, sender)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	inbox, _ := actor.Spawn(ctx, sys, receiver, 0)
+	for i := 0; i < 2; i++ {
+		pid, _ := actor.Spawn(ctx, sys, sender, string(inbox))
+		if _, err := actor.Await(ctx, sys, sender, pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both sends committed before this one: "end" comes after them.
+	if err := sys.Send(ctx, inbox, "end"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, sys, receiver, inbox); err != nil || got != 1 {
+		t.Fatalf("received %d, %v; want 1", got, err)
+	}
+}
