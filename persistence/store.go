@@ -390,3 +390,21 @@ type Notifier interface {
 	// connection and calls fn(nil) after each reconnect.
 	Listen(ctx context.Context, fn func(ids []string)) error
 }
+
+// NumBuckets is how many buckets instance IDs are spread over. A cluster
+// assigns buckets, not single instances, to its nodes, and the stores keep
+// each instance's and timer's bucket in an indexed column, so that a node
+// reads only the timers and runnable instances of its own buckets. It is
+// part of the stored format and never changes.
+const NumBuckets = 1024
+
+// BucketOf is the bucket of an instance ID: FNV-1a (32 bit) of the ID
+// modulo NumBuckets.
+func BucketOf(id string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return int(h % NumBuckets)
+}
