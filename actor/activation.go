@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	protoactor "github.com/asynkron/protoactor-go/actor"
-
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
@@ -38,8 +36,8 @@ type replayDone struct{}
 // workflowPanic carries a panic of the workflow function with its stack.
 type workflowPanic struct{ err *PanicError }
 
-// activation is the live actor of one instance on this node: a protoactor
-// actor (shell) that receives signals, plus the goroutine running the
+// activation is the live actor of one instance on this node: signals
+// (wake, cancel, stop, hand-over) delivered to the goroutine running the
 // workflow function, which replays history and then carries on live.
 type activation struct {
 	sys   *System
@@ -81,6 +79,10 @@ type activation struct {
 	cancelled    bool // the workflow has seen its cancel request (recorded)
 	cancelReason string
 	recheck      atomic.Bool // a remote wake: the cancel flag may have changed in the store
+	// handover: the instance's bucket moved to another node; the
+	// activation passivates at its next park with no work in flight, and
+	// its end wakes the new owner.
+	handover atomic.Bool
 
 	// guarded by sys.mu
 	passivating bool
@@ -96,7 +98,6 @@ type activation struct {
 
 	finishRetry time.Duration // the end failed to commit: execute again after this
 
-	pid   *protoactor.PID
 	ctx   *Context
 	final persistence.Instance // the ended instance, once finish committed
 }
@@ -138,16 +139,12 @@ func (a *activation) reset(inst persistence.Instance, hist []persistence.Event) 
 	}
 }
 
-// signal sends sig through the activation's actor.
-func (a *activation) signal(sig signal) {
-	if a.pid == nil {
-		a.deliver(sig)
-		return
-	}
-	a.sys.actors.Root.Send(a.pid, sig)
-}
+// signal hands sig to the activation (see deliver).
+func (a *activation) signal(sig signal) { a.deliver(sig) }
 
-// deliver hands a signal to the workflow goroutine (called by the shell actor).
+// deliver hands a signal to the workflow goroutine. It never blocks: a
+// wake is a flag (one pending wake stands for any number), a cancel and a
+// stop close channels once.
 func (a *activation) deliver(sig signal) {
 	switch sig {
 	case sigWake:

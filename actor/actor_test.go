@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testutil.StopPostgres() // before the leak check: the throw-away server's goroutines end with it
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.(*EventStream).Publish")); err != nil {
+		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
 			code = 1
 		}

@@ -92,12 +92,13 @@ func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, pa
 // create makes the instance durable and sees that it runs; existed reports
 // that the ID was taken (by this workflow) and nothing was created.
 //
-// If no start of the ID is in progress here, create holds the start: the
-// instance is created under this node's lease and launched at once (no
-// lease round trip, no history read). Otherwise (another Spawn of the ID,
-// an activator, a live activation) the instance is created without a lease
-// and woken: the wake reaches whoever holds the start, who acts on it once
-// done. Either way no instance is left under a lease nobody runs.
+// If no start of the ID is in progress here and this node owns the ID,
+// create holds the start: the instance is created under this node's lease
+// and launched at once (no lease round trip, no history read). Otherwise
+// (another Spawn of the ID, an activator, a live activation, another owner)
+// the instance is created without a lease and woken: the wake reaches
+// whoever holds the start, who acts on it once done, or the owner. Either
+// way no instance is left under a lease nobody runs.
 func (s *System) create(ctx context.Context, def Definition, input []byte, id, parent string) (pid PID, existed bool, err error) {
 	if id == "" {
 		id = def.Name() + "-" + newSortableID()
@@ -112,7 +113,9 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 	}
 	_, busy := s.starting[id]
 	_, live := s.acts[id]
-	held := !busy && !live
+	// An instance another node owns is created without a lease and woken
+	// there.
+	held := !busy && !live && s.owns(id)
 	if held {
 		s.starting[id] = startState{}
 	}
@@ -151,6 +154,7 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		s.wake(id)
 		return PID(id), false, nil
 	}
+	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	s.launch(newActivation(s, def, inst, []persistence.Event{started}))
 	return PID(id), false, nil
 }
@@ -202,6 +206,9 @@ func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 	id := string(pid)
 	t := time.NewTimer(awaitPoll)
 	defer t.Stop()
+	// The poll for an instance that ends elsewhere starts fast and slows
+	// down: most awaited instances are short.
+	remote := awaitPoll / 64
 	for {
 		c := s.waitEnd(id)
 		inst, err := s.store.Instance(ctx, id)
@@ -211,7 +218,8 @@ func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 		}
 		// An instance this node holds ends here and wakes the waiter; the
 		// poll is for instances other nodes run.
-		poll := awaitPoll
+		poll := remote
+		remote = min(2*remote, awaitPoll)
 		if inst.LeaseOwner == s.cfg.NodeID {
 			poll = 10 * awaitPoll
 		}
@@ -243,7 +251,7 @@ func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
 	}
 	// Signal, record for a start in progress, or start: one decision under
 	// s.mu, so that an activation registered meanwhile still gets it.
-	s.poke(id, sigCancel)
+	s.forward(s.poke(id, sigCancel, fromHere))
 	return nil
 }
 

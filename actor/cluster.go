@@ -3,6 +3,9 @@ package actor
 import (
 	"context"
 	"log/slog"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
 )
 
 // Cluster spreads a System's instances over the nodes of a cluster: it
@@ -57,3 +60,167 @@ type ClusterHost struct {
 	// Logger is the node's logger.
 	Logger *slog.Logger
 }
+
+// Handing instances over after a rebalance is paced, so that a join does
+// not passivate (and re-activate elsewhere) every moved instance at once.
+const (
+	handoverBatch = 32
+	handoverPause = 20 * time.Millisecond
+)
+
+// clusterChanged is ClusterHost.Changed: it queues a rebalance.
+func (s *System) clusterChanged(dead []string) {
+	s.mu.Lock()
+	s.dead = append(s.dead, dead...)
+	s.mu.Unlock()
+	select {
+	case s.rebalanceCh <- struct{}{}:
+	default:
+	}
+}
+
+// ownedMask is the set of buckets this node owns now.
+func (s *System) ownedMask() []bool {
+	m := make([]bool, persistence.NumBuckets)
+	for b := range m {
+		m[b] = s.cluster.Owner(b) == s.cfg.NodeID
+	}
+	return m
+}
+
+// ownedBuckets lists the buckets this node owns; nil (all) when alone.
+func (s *System) ownedBuckets() []int {
+	if s.cluster == nil {
+		return nil
+	}
+	out := []int{}
+	for b := 0; b < persistence.NumBuckets; b++ {
+		if s.cluster.Owner(b) == s.cfg.NodeID {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// runnable lists instances of the given buckets (nil: all) that need an
+// activation and have none.
+func (s *System) runnable(buckets []int) ([]string, error) {
+	ids, err := s.store.Runnable(s.ctx, time.Now(), 10000)
+	if buckets == nil || err != nil {
+		return ids, err
+	}
+	in := make([]bool, persistence.NumBuckets)
+	for _, b := range buckets {
+		in[b] = true
+	}
+	out := ids[:0]
+	for _, id := range ids {
+		if in[persistence.BucketOf(id)] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (s *System) rebalanceLoop() {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.rebalanceCh:
+			s.rebalance()
+		}
+	}
+}
+
+// rebalance follows an ownership change: it takes over the leases of failed
+// nodes, reloads timers, activates what the gained buckets need, and hands
+// over the live activations of lost buckets.
+func (s *System) rebalance() {
+	s.mu.Lock()
+	dead := s.dead
+	s.dead = nil
+	s.mu.Unlock()
+	now := s.ownedMask()
+	var gained []int
+	for b, own := range now {
+		if own && !s.owned[b] {
+			gained = append(gained, b)
+		}
+	}
+	s.owned = now
+	taken := false
+	for _, node := range dead {
+		if node == s.cfg.NodeID {
+			continue
+		}
+		// The failed node's activations are fenced from here on (the
+		// epoch moves), so its instances can be taken before the leases
+		// expire; were it only cut off, its next write fails.
+		if err := s.store.ReleaseLeases(s.ctx, node); err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("taking over the leases of a failed node failed; they will expire", "failed", node, "err", err)
+			}
+			continue
+		}
+		taken = true
+		s.log.Info("took over the instances of a failed node", "failed", node)
+	}
+	s.timers.Reload()
+	scan := gained
+	if taken {
+		// Its instances may sit in buckets owned before, too (an
+		// instance it was handing over, say).
+		scan = s.ownedBuckets()
+	}
+	if len(scan) > 0 {
+		ids, err := s.runnable(scan)
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Warn("scanning gained buckets failed; the recovery scan will", "err", err)
+		}
+		s.wakeMany(ids)
+	}
+	s.handOver()
+}
+
+// handOver passivates the live activations of buckets this node no longer
+// owns, a batch at a time; each one's end wakes its new owner. A newer
+// rebalance interrupts it (and hands over what is still left).
+func (s *System) handOver() {
+	s.mu.Lock()
+	var moving []*activation
+	for id, a := range s.acts {
+		if !s.owns(id) && !a.handover.Load() {
+			moving = append(moving, a)
+		}
+	}
+	s.mu.Unlock()
+	for i, a := range moving {
+		if i > 0 && i%handoverBatch == 0 {
+			t := time.NewTimer(handoverPause)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if len(s.rebalanceCh) > 0 {
+				return
+			}
+		}
+		s.mu.Lock()
+		if s.acts[a.id] == a && !s.owns(a.id) {
+			a.handover.Store(true)
+			s.signalLocked(a, sigWake)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ownership is the timer service's view of the buckets this node owns.
+type ownership struct{ s *System }
+
+func (o ownership) Owns(id string) bool { return o.s.owns(id) }
+
+// Changed never fires: rebalance reloads the timers itself.
+func (ownership) Changed() <-chan struct{} { return nil }

@@ -12,7 +12,7 @@ type HookKind string
 // Hook kinds. Hooks see live work only: replay is silent.
 const (
 	HookInstanceStarted    HookKind = "instance.started"   // spawn committed
-	HookInstanceActivated  HookKind = "instance.activated" // an activation took the instance (replaying its history)
+	HookInstanceActivated  HookKind = "instance.activated" // an activation took the instance: a spawn launched here, or a replay of its history
 	HookInstancePassivated HookKind = "instance.passivated"
 	HookInstanceRestarted  HookKind = "instance.restarted" // crashed; a new activation follows after a back-off
 	HookInstanceCompleted  HookKind = "instance.completed"

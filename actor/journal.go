@@ -396,6 +396,11 @@ func (a *activation) park(recv []*command) bool {
 	if a.cancelled {
 		cancel = nil
 	}
+	var handover chan struct{}
+	if a.handover.Load() {
+		handover = make(chan struct{})
+		close(handover)
+	}
 	for {
 		select {
 		case <-a.wakeCh:
@@ -414,6 +419,13 @@ func (a *activation) park(recv []*command) bool {
 				panic(stopPanic{reason: "passivated"})
 			}
 			idle.Reset(a.sys.cfg.PassivateAfter)
+		case <-handover:
+			// Work in flight finishes here first; its outcome parks again
+			// and the hand-over is looked at then.
+			handover = nil
+			if a.inflight == 0 && !a.memoryBackoff() && a.passivate() {
+				panic(stopPanic{reason: "handed over"})
+			}
 		}
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	protoactor "github.com/asynkron/protoactor-go/actor"
-
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/timers"
 )
@@ -85,6 +83,14 @@ type Config struct {
 	// Hooks observes instances, activities, messages and timers. Default:
 	// SlogHooks on Logger at Debug level.
 	Hooks Hooks
+	// Cluster spreads instances over the nodes of a cluster (see package
+	// github.com/nornlabs/norn/cluster): each node hosts the instances it
+	// owns and fires their timers, and wake-ups for instances owned
+	// elsewhere go to their owner. Default nil: this node owns every
+	// instance (other processes sharing the store then divide work by
+	// lease races, and a dead node's instances wait for its leases to
+	// expire).
+	Cluster Cluster
 }
 
 // System is a running node. Create it with Start, end it with Stop.
@@ -94,8 +100,14 @@ type System struct {
 	defs   map[string]Definition
 	log    *slog.Logger
 	codec  Codec
-	actors *protoactor.ActorSystem
 	timers *timers.Service
+	// cluster is Config.Cluster; nil when the node is alone.
+	cluster Cluster
+	// rebalance is signalled when the cluster's ownership changed; dead
+	// collects the failed nodes it reported meanwhile (under mu).
+	rebalanceCh chan struct{}
+	dead        []string
+	owned       []bool // buckets owned at the last rebalance (rebalance loop only)
 
 	ctx    context.Context // lives until Stop
 	cancel context.CancelFunc
@@ -237,11 +249,12 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
 		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
 	}
-	s.actors = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
-		return cfg.Logger.With("lib", "protoactor")
-	}))
+	if cfg.Cluster != nil {
+		s.cluster = cfg.Cluster
+		s.rebalanceCh = make(chan struct{}, 1)
+	}
 	svc, err := timers.New(timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
-		Fire: func(t persistence.Timer) { s.wake(t.Instance) }})
+		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.wake(t.Instance) }})
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +271,15 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.cluster != nil {
+		err := cfg.Cluster.Join(ctx, ClusterHost{NodeID: cfg.NodeID, Logger: s.log, Wake: s.wakeFromPeer, Changed: s.clusterChanged})
+		if err != nil {
+			s.cancel()
+			return nil, fmt.Errorf("norn: join cluster: %w", err)
+		}
+		s.owned = s.ownedMask()
+		s.goBG(s.rebalanceLoop)
+	}
 	s.goBG(func() {
 		if err := svc.Run(s.ctx); err != nil {
 			s.log.Error("timer service stopped", "err", err)
@@ -273,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 					return
 				}
 				for _, id := range ids {
-					s.wakeRemote(id)
+					s.wakeRemote(id, fromStore)
 				}
 			})
 			if err != nil && s.ctx.Err() == nil {
@@ -340,6 +362,13 @@ func (s *System) Stop(ctx context.Context) error {
 		acts = append(acts, a)
 	}
 	s.mu.Unlock()
+	if s.cluster != nil {
+		// First, so that the other nodes own this node's buckets (and load
+		// their timers) by the time its leases are released.
+		if err := s.cluster.Leave(ctx); err != nil {
+			s.log.Warn("leaving the cluster failed; the others will find this node gone", "err", err)
+		}
+	}
 	for _, a := range acts {
 		a.signal(sigStop)
 	}
@@ -361,7 +390,18 @@ func (s *System) Stop(ctx context.Context) error {
 	if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
 		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
 	}
-	s.actors.Shutdown()
+	if s.cluster != nil {
+		// Hand the instances that were live here to their new owners now,
+		// rather than at their next recovery scan.
+		ids := make([]string, 0, len(acts))
+		for _, a := range acts {
+			ids = append(ids, a.id)
+		}
+		s.forward(ids)
+		if cerr := s.cluster.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("norn: close cluster: %w", cerr))
+		}
+	}
 	return err
 }
 
@@ -415,7 +455,7 @@ func (s *System) recoveryLoop() {
 }
 
 func (s *System) recoverOnce() {
-	ids, err := s.store.Runnable(s.ctx, time.Now(), 10000)
+	ids, err := s.runnable(s.ownedBuckets())
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("recovery scan failed", "err", err)
@@ -485,42 +525,105 @@ func (s *System) rescan() {
 	s.goBG(s.recoverOnce)
 }
 
+// origin says where a wake-up comes from, which decides what happens to
+// one for an instance that another node owns.
+type origin int
+
+const (
+	// fromHere: a commit, spawn, timer or scan of this node. A wake for an
+	// instance owned elsewhere goes to its owner.
+	fromHere origin = iota
+	// fromPeer: another node sent it, believing this node the owner. It is
+	// acted on here even if this node's view of the cluster differs: the
+	// lease decides, and a later rebalance moves the instance if need be.
+	fromPeer
+	// fromStore: the store's notifications, which every node receives; the
+	// owner acts on them, the others let them be.
+	fromStore
+)
+
 // wake makes sure the instance's activation looks at its mailbox, timers and
-// cancel flag: it signals a live activation or starts one.
-func (s *System) wake(id string) { s.poke(id, sigWake) }
+// cancel flag: it signals a live activation, starts one, or (in a cluster)
+// sends the wake to the instance's owner.
+func (s *System) wake(id string) { s.forward(s.poke(id, sigWake, fromHere)) }
+
+// wakeMany wakes ids, sending those owned elsewhere in one message per owner.
+func (s *System) wakeMany(ids []string) {
+	var away []string
+	for _, id := range ids {
+		away = append(away, s.poke(id, sigWake, fromHere)...)
+	}
+	s.forward(away)
+}
 
 // wakeRemote is wake for a commit of another process: that may have been a
 // cancel request, which reaches a live activation only through the store,
 // so the activation reads its cancel flag again.
-func (s *System) wakeRemote(id string) {
+func (s *System) wakeRemote(id string, from origin) {
 	s.mu.Lock()
 	if a, ok := s.acts[id]; ok {
 		a.recheck.Store(true)
 	}
 	s.mu.Unlock()
-	s.poke(id, sigWake)
+	s.poke(id, sigWake, from)
+}
+
+// wakeFromPeer takes the wake-ups another node sent (ClusterHost.Wake).
+func (s *System) wakeFromPeer(ids []string) {
+	for _, id := range ids {
+		if validID("instance ID", id) == nil {
+			s.wakeRemote(id, fromPeer)
+		}
+	}
+}
+
+// owns reports whether this node should host id.
+func (s *System) owns(id string) bool {
+	return s.cluster == nil || s.cluster.Owner(persistence.BucketOf(id)) == s.cfg.NodeID
+}
+
+// forward sends wake-ups for instances owned elsewhere to their owners.
+func (s *System) forward(ids []string) {
+	if s.cluster == nil || len(ids) == 0 {
+		return
+	}
+	byOwner := map[string][]string{}
+	for _, id := range ids {
+		if owner := s.cluster.Owner(persistence.BucketOf(id)); owner != s.cfg.NodeID {
+			byOwner[owner] = append(byOwner[owner], id)
+		}
+	}
+	for owner, ids := range byOwner {
+		s.cluster.Wake(owner, ids)
+	}
 }
 
 // poke delivers sig (sigWake or sigCancel) to the instance's activation,
-// records it for a start in progress, or starts an activation.
-func (s *System) poke(id string, sig signal) {
+// records it for a start in progress, or starts an activation. It returns
+// id if the wake belongs to another node (see forward).
+func (s *System) poke(id string, sig signal, from origin) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopping {
-		return
-	}
-	if a, ok := s.acts[id]; ok {
+	if a, ok := s.acts[id]; ok && !s.stopping {
 		s.signalLocked(a, sig)
-		return
+		return nil
 	}
-	if st, ok := s.starting[id]; ok {
+	if st, ok := s.starting[id]; ok && !s.stopping {
 		if sig == sigCancel {
 			st.cancelled = true
 		} else {
 			st.woken = true
 		}
 		s.starting[id] = st
-		return
+		return nil
+	}
+	if s.stopping || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
+		// A stopping node has left the cluster: what it commits meanwhile
+		// (an activation finishing, a Send) wakes the new owners.
+		if s.cluster != nil && from == fromHere {
+			return []string{id}
+		}
+		return nil
 	}
 	s.starting[id] = startState{}
 	s.queue = append(s.queue, id)
@@ -529,6 +632,7 @@ func (s *System) poke(id string, sig signal) {
 		s.runs.Add(1)
 		go s.activator()
 	}
+	return nil
 }
 
 // signalLocked hands sig to a registered activation; s.mu is held.
@@ -649,9 +753,6 @@ func (s *System) load(id string) (*activation, error) {
 // another process committed after a's instance was read, so the flag is
 // read again before a goes live.
 func (s *System) launch(a *activation) {
-	// The actor exists before anyone can find the activation, so that
-	// signal never sees a half-made one.
-	a.pid = s.actors.Root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor { return &shell{a: a} }))
 	woken := false
 	for {
 		s.mu.Lock()
@@ -701,7 +802,6 @@ func (s *System) launch(a *activation) {
 
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
-	s.actors.Root.Stop(a.pid)
 	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
 }
 
@@ -711,16 +811,14 @@ func (s *System) ended(a *activation, finished bool) {
 	if s.acts[a.id] == a {
 		delete(s.acts, a.id)
 	}
-	rewake := a.rewake && !finished
+	// A hand-over's end wakes the new owner.
+	rewake := (a.rewake || a.handover.Load()) && !finished
 	var ws []chan persistence.Instance
 	if finished {
 		ws = s.waiters[a.id]
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
-	if a.pid != nil {
-		s.actors.Root.Stop(a.pid)
-	}
 	for _, w := range ws {
 		w <- a.final // buffered: the waiter may have gone
 	}
@@ -753,13 +851,15 @@ func (s *System) afterCommit(self string, step *persistence.Step, res persistenc
 		s.timers.Schedule(t)
 	}
 	var last string
+	woken := res.Woken[:0:0]
 	for _, id := range res.Woken {
 		if id == self || id == last {
 			continue
 		}
 		last = id
-		s.wake(id)
+		woken = append(woken, id)
 	}
+	s.wakeMany(woken)
 }
 
 // waitEnd returns a channel closed when a local activation of id finishes.
@@ -797,16 +897,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// shell is the protoactor actor of an activation: the activation's address
-// for signals (wake, cancel, stop), which it hands to the workflow goroutine.
-type shell struct{ a *activation }
-
-func (sh *shell) Receive(c protoactor.Context) {
-	if sig, ok := c.Message().(signal); ok {
-		sh.a.deliver(sig)
-	}
 }
 
 // encode turns v into its stored form with the node's codec.

@@ -36,8 +36,6 @@ func noLeaks(t *testing.T) {
 	t.Helper()
 	opts := []goleak.Option{
 		goleak.IgnoreCurrent(),
-		// protoactor's event stream keeps a goroutine per System past Stop.
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.(*EventStream).Publish"),
 		// The throw-away PostgreSQL server lives as long as the test binary.
 		goleak.IgnoreAnyFunction("github.com/nornlabs/norn/internal/testutil.(*server).start.func1"),
 	}
