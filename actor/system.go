@@ -415,7 +415,7 @@ func (s *System) recoveryLoop() {
 }
 
 func (s *System) recoverOnce() {
-	ids, err := s.store.Runnable(s.ctx, time.Now(), 10000)
+	ids, err := s.store.Runnable(s.ctx, nil, 10000)
 	if err != nil {
 		if s.ctx.Err() == nil {
 			s.log.Warn("recovery scan failed", "err", err)

@@ -13,7 +13,7 @@ import (
 
 // Source is the part of the store the service reads.
 type Source interface {
-	DueTimers(ctx context.Context, before time.Time, limit int) ([]persistence.Timer, error)
+	DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]persistence.Timer, error)
 }
 
 // Ownership says which instances this node owns. The cluster implements it;
@@ -130,7 +130,7 @@ func (s *Service) push(t persistence.Timer) {
 func (s *Service) load(ctx context.Context) error {
 	now := time.Now()
 	until := now.Add(s.cfg.Horizon)
-	ts, err := s.cfg.Source.DueTimers(ctx, until, s.cfg.BatchLimit)
+	ts, err := s.cfg.Source.DueTimers(ctx, until, nil, s.cfg.BatchLimit)
 	if err != nil {
 		return err
 	}

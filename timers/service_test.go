@@ -18,7 +18,7 @@ type fakeSource struct {
 }
 
 // DueTimers serves a fixed list, as a store would.
-func (f *fakeSource) DueTimers(_ context.Context, before time.Time, limit int) ([]persistence.Timer, error) {
+func (f *fakeSource) DueTimers(_ context.Context, before time.Time, _ []int, limit int) ([]persistence.Timer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []persistence.Timer
