@@ -245,8 +245,9 @@ const bucketChunk = 1000
 // own transaction. Every Open looks, so rows that a process of an older
 // release wrote meanwhile are filled in by the next one to open.
 func fillBuckets(ctx context.Context, db *sql.DB) error {
-	// Look without the write lock first: there is nothing to do on every
-	// Open but the first after the upgrade.
+	// Look without the write lock first: usually every row has its bucket,
+	// and a busy writer in another process would keep this opener waiting
+	// for nothing.
 	var todo bool
 	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE bucket < 0)
 		OR EXISTS (SELECT 1 FROM timers WHERE bucket < 0)`).Scan(&todo); err != nil || !todo {
@@ -304,7 +305,7 @@ func fillBucketChunk(ctx context.Context, db *sql.DB, pick, set string) (int, er
 		return 0, err
 	}
 	defer upd.Close()
-	for _, id := range dedupe(ids) {
+	for _, id := range distinct(ids) {
 		if _, err := upd.ExecContext(ctx, persistence.BucketOf(id), id); err != nil {
 			return 0, err
 		}
@@ -312,8 +313,8 @@ func fillBucketChunk(ctx context.Context, db *sql.DB, pick, set string) (int, er
 	return len(ids), tx.Commit()
 }
 
-// dedupe drops repeated IDs (an instance's timers), keeping the order.
-func dedupe(ids []string) []string {
+// distinct drops repeated IDs (an instance's timers), keeping the order.
+func distinct(ids []string) []string {
 	seen := make(map[string]bool, len(ids))
 	out := ids[:0:0]
 	for _, id := range ids {
