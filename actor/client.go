@@ -123,11 +123,15 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 	now := time.Now()
 	inst := persistence.Instance{ID: id, Workflow: def.Name(), Status: persistence.StatusRunning, Input: input, Parent: parent,
 		HistoryLen: 1}
+	var leaseTTL time.Duration
 	if held {
-		inst.LeaseOwner, inst.LeaseEpoch, inst.LeaseExpires = s.cfg.NodeID, 1, now.Add(s.cfg.LeaseTTL)
+		// The store starts the lease on its own clock (a shared store's is
+		// its server's): this host's may be skewed, and the step may wait
+		// for the store before it is written.
+		inst.LeaseOwner, inst.LeaseEpoch, leaseTTL = s.cfg.NodeID, 1, s.cfg.LeaseTTL
 	}
 	started := persistence.Event{Seq: 0, Kind: EventStarted, Name: def.Name(), Ref: s.codec.Name(), Payload: input, At: now}
-	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, History: []persistence.Event{started}})
+	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, LeaseTTL: leaseTTL, History: []persistence.Event{started}})
 	switch {
 	case err != nil:
 		if held {

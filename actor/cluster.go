@@ -105,21 +105,7 @@ func (s *System) ownedBuckets() []int {
 // runnable lists instances of the given buckets (nil: all) that need an
 // activation and have none.
 func (s *System) runnable(buckets []int) ([]string, error) {
-	ids, err := s.store.Runnable(s.ctx, time.Now(), 10000)
-	if buckets == nil || err != nil {
-		return ids, err
-	}
-	in := make([]bool, persistence.NumBuckets)
-	for _, b := range buckets {
-		in[b] = true
-	}
-	out := ids[:0]
-	for _, id := range ids {
-		if in[persistence.BucketOf(id)] {
-			out = append(out, id)
-		}
-	}
-	return out, nil
+	return s.store.Runnable(s.ctx, buckets, 10000)
 }
 
 func (s *System) rebalanceLoop() {
@@ -222,5 +208,4 @@ type ownership struct{ s *System }
 
 func (o ownership) Owns(id string) bool { return o.s.owns(id) }
 
-// Changed never fires: rebalance reloads the timers itself.
-func (ownership) Changed() <-chan struct{} { return nil }
+func (o ownership) Buckets() []int { return o.s.ownedBuckets() }

@@ -143,7 +143,7 @@ func TestSleepUntilPast(t *testing.T) {
 	if due, stored := timerDue(t, h, "sleep:1"); stored || !due.Equal(past) {
 		t.Fatalf("past timer recorded as due %s stored %v", due, stored)
 	}
-	timers, err := st.DueTimers(ctx, time.Now().Add(24*time.Hour), 100)
+	timers, err := st.DueTimers(ctx, time.Now().Add(24*time.Hour), nil, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func pendingTimers(ctx context.Context, r *runner, metrics map[string]float64) (
 // stored (the sleep's commit), and returns how many have.
 func waitTimers(ctx context.Context, st persistence.Store, ids map[actor.PID]bool) (int, error) {
 	for {
-		ts, err := st.DueTimers(ctx, time.Now().Add(2*time.Hour), len(ids)+10000)
+		ts, err := st.DueTimers(ctx, time.Now().Add(2*time.Hour), nil, len(ids)+10000)
 		if err != nil {
 			return 0, err
 		}

@@ -185,10 +185,17 @@ type Step struct {
 	// ErrFenced unless the stored epoch still equals it.
 	Epoch int64
 	// Create inserts a new instance (with History as its first events, and
-	// the lease and RecentRestarts given in it, unless RestartLog replaces
-	// the latter). If the ID exists, nothing at all is applied and
-	// StepResult.Existing is set.
+	// the lease and RecentRestarts given in it, unless LeaseTTL sets the
+	// lease's expiry and RestartLog replaces the latter). If the ID exists,
+	// nothing at all is applied and StepResult.Existing is set.
 	Create *Instance
+	// LeaseTTL, when positive, makes the lease of the created instance
+	// (Create.LeaseOwner must be set, Create.LeaseExpires zero) last
+	// LeaseTTL from the store's clock as it writes the row (see
+	// AcquireLease), rather than until a time the caller computed with its
+	// own clock, which may be skewed and is read before the step waits for
+	// the store. Zero keeps Create.LeaseExpires as given.
+	LeaseTTL time.Duration
 	// History is appended; History[0].Seq must equal the stored HistoryLen.
 	History []Event
 	// Status, when set, replaces the status; Output and Error go with it.
@@ -331,10 +338,24 @@ type Store interface {
 	// holds an unexpired lease, ErrInstanceDone if the instance has ended,
 	// ErrNotFound if there is no such instance. A waiting instance becomes
 	// running.
+	//
+	// "now" in lease operations (here, RenewLeases, Step.LeaseTTL and
+	// Runnable's expiry test) is the store's clock when the statement runs,
+	// never the caller's: a store shared by several hosts uses its database
+	// server's, so that a host whose clock runs ahead cannot take a lease
+	// early nor one whose clock runs behind keep it late, and a lease
+	// never starts to run down while the call waits for a connection or a
+	// lock.
 	AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (Instance, error)
 	// RenewLeases extends every lease owner holds to now+ttl.
 	RenewLeases(ctx context.Context, owner string, ttl time.Duration) error
-	// ReleaseLeases drops every lease owner holds (clean shutdown).
+	// ReleaseLeases drops every lease owner holds and increments the lease
+	// epoch of each instance it releases, so that an activation still
+	// running under such a lease fails its next write with ErrFenced. A
+	// node calls it on its own leases at a clean shutdown or restart; a
+	// cluster calls it for a node it declared dead, to take the node's
+	// instances over at once rather than when their leases expire. The
+	// released instances become Runnable.
 	ReleaseLeases(ctx context.Context, owner string) error
 
 	// RequestCancel records a cancel request on a non-terminal instance.
@@ -346,10 +367,14 @@ type Store interface {
 	History(ctx context.Context, id string, fromSeq int64) ([]Event, error)
 	// List reads instances ordered by ID.
 	List(ctx context.Context, f ListFilter) ([]Instance, error)
-	// Runnable lists non-terminal instances that no live lease covers and
-	// that need an activation: status running or compensating, or waiting
-	// with mail in their mailbox or a cancel request.
-	Runnable(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// Runnable lists non-terminal instances of the given buckets that no
+	// live lease covers (by the store's clock, see AcquireLease) and that
+	// need an activation: status running or compensating, or waiting with
+	// mail in their mailbox or a cancel request. buckets selects instances
+	// by BucketOf(ID): nil means every bucket, an empty non-nil slice none
+	// (a cluster node that owns no bucket reads nothing). A bucket outside
+	// [0, NumBuckets) fails with an *InvalidError. limit <= 0 means 1000.
+	Runnable(ctx context.Context, buckets []int, limit int) ([]string, error)
 
 	// Mailbox reads the instance's mailbox in arrival order: messages
 	// addressed to it plus the queues of channels it consumes competitively.
@@ -372,8 +397,12 @@ type Store interface {
 	// when another consumer took it first.
 	PruneQueue(ctx context.Context, before time.Time) (int, error)
 
-	// DueTimers lists timers due before t, earliest first.
-	DueTimers(ctx context.Context, before time.Time, limit int) ([]Timer, error)
+	// DueTimers lists timers due before t, earliest first, of the
+	// instances in the given buckets (a timer is in its instance's
+	// bucket): nil means every bucket, an empty non-nil slice none. A
+	// bucket outside [0, NumBuckets) fails with an *InvalidError. limit
+	// <= 0 means 10000.
+	DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]Timer, error)
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

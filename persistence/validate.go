@@ -159,6 +159,16 @@ func (s *Step) Validate() error {
 			v.fail("Create.", -1, "Status", "unknown status "+excerpt(string(c.Status)))
 		}
 	}
+	switch {
+	case s.LeaseTTL < 0:
+		v.fail("LeaseTTL", -1, "", "negative: "+s.LeaseTTL.String())
+	case s.LeaseTTL == 0:
+	case s.Create == nil || s.Create.LeaseOwner == "":
+		v.fail("LeaseTTL", -1, "", "set without a Create.LeaseOwner to lease to")
+	case !s.Create.LeaseExpires.IsZero():
+		// Two expiries: say which one the caller meant rather than guess.
+		v.fail("LeaseTTL", -1, "", "set together with Create.LeaseExpires")
+	}
 	for i := range s.History {
 		e := &s.History[i]
 		v.id("History", i, "Kind", e.Kind)
@@ -268,4 +278,16 @@ func (f *ListFilter) Validate() error {
 	v.id("Workflow", -1, "", f.Workflow)
 	v.id("After", -1, "", f.After)
 	return v.err
+}
+
+// ValidateBuckets checks a bucket set given to Runnable or DueTimers: every
+// bucket must be in [0, NumBuckets). nil (every bucket) and empty (none)
+// are valid.
+func ValidateBuckets(buckets []int) error {
+	for i, b := range buckets {
+		if b < 0 || b >= NumBuckets {
+			return &InvalidError{Field: fieldName("buckets", i, ""), Reason: fmt.Sprintf("%d is not in [0, %d)", b, NumBuckets)}
+		}
+	}
+	return nil
 }

@@ -149,3 +149,49 @@ func TestValidateOutboxCalls(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateBuckets(t *testing.T) {
+	for _, ok := range [][]int{nil, {}, {0}, {persistence.NumBuckets - 1, 0, 0}} {
+		if err := persistence.ValidateBuckets(ok); err != nil {
+			t.Errorf("ValidateBuckets(%v) = %v", ok, err)
+		}
+	}
+	for _, tc := range []struct {
+		buckets []int
+		want    string
+	}{
+		{[]int{-1}, "norn: invalid input: buckets[0]: -1 is not in [0, 1024)"},
+		{[]int{3, persistence.NumBuckets}, "norn: invalid input: buckets[1]: 1024 is not in [0, 1024)"},
+	} {
+		err := persistence.ValidateBuckets(tc.buckets)
+		if err == nil || err.Error() != tc.want || !errors.Is(err, persistence.ErrInvalidRecord) {
+			t.Errorf("ValidateBuckets(%v) = %v, want %s", tc.buckets, err, tc.want)
+		}
+	}
+}
+
+func TestValidateLeaseTTL(t *testing.T) {
+	create := func(owner string, expires time.Time) *persistence.Instance {
+		return &persistence.Instance{ID: "a", Workflow: "wf", LeaseOwner: owner, LeaseEpoch: 1, LeaseExpires: expires}
+	}
+	for _, s := range []persistence.Step{
+		{Create: create("n", time.Time{}), LeaseTTL: time.Second},
+		{Create: create("n", time.Now())},
+		{Create: create("", time.Time{})},
+	} {
+		if err := s.Validate(); err != nil {
+			t.Errorf("valid step: %v", err)
+		}
+	}
+	for _, s := range []persistence.Step{
+		{Create: create("n", time.Time{}), LeaseTTL: -time.Second},
+		{Instance: "a", LeaseTTL: time.Second},
+		{Create: create("", time.Time{}), LeaseTTL: time.Second},
+		{Create: create("n", time.Now()), LeaseTTL: time.Second},
+	} {
+		var ie *persistence.InvalidError
+		if err := s.Validate(); !errors.As(err, &ie) || ie.Field != "LeaseTTL" {
+			t.Errorf("step with LeaseTTL %v: error %v, want one about LeaseTTL", s.LeaseTTL, err)
+		}
+	}
+}

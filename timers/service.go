@@ -13,15 +13,17 @@ import (
 
 // Source is the part of the store the service reads.
 type Source interface {
-	DueTimers(ctx context.Context, before time.Time, limit int) ([]persistence.Timer, error)
+	DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]persistence.Timer, error)
 }
 
-// Ownership says which instances this node owns. The cluster implements it;
-// a single node owns everything (OwnAll).
+// Ownership says which instances' timers this node fires. A cluster node
+// owns some buckets of instance IDs; a node alone owns everything (OwnAll).
 type Ownership interface {
+	// Owns reports whether this node fires the instance's timers.
 	Owns(instanceID string) bool
-	// Changed is signalled (may be nil) when the set of owned keys changes.
-	Changed() <-chan struct{}
+	// Buckets lists the buckets owned (see persistence.BucketOf); nil
+	// means all of them.
+	Buckets() []int
 }
 
 // OwnAll is the ownership of a node that is alone.
@@ -30,8 +32,8 @@ type OwnAll struct{}
 // Owns is always true.
 func (OwnAll) Owns(string) bool { return true }
 
-// Changed never fires.
-func (OwnAll) Changed() <-chan struct{} { return nil }
+// Buckets is nil: every bucket.
+func (OwnAll) Buckets() []int { return nil }
 
 // Config configures a Service.
 type Config struct {
@@ -40,11 +42,13 @@ type Config struct {
 	// Fire is called (from the service's goroutine; it must not block) when a
 	// timer is due. Required.
 	Fire func(persistence.Timer)
-	// Ownership filters the timers this node fires. Default OwnAll.
+	// Ownership filters the timers this node fires. Default OwnAll. After
+	// it changes, call Reload.
 	Ownership Ownership
 	// Horizon is how far ahead timers are held in memory. Default 1 minute.
 	Horizon time.Duration
-	// BatchLimit caps one reload query. Default 10,000.
+	// BatchLimit is how many timers one load reads beyond those already
+	// held. Default 10,000.
 	BatchLimit int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -52,16 +56,40 @@ type Config struct {
 
 // Service fires timers. Create with New, run with Run.
 type Service struct {
-	cfg     Config
-	mu      sync.Mutex
-	h       timerHeap
-	known   map[key]time.Time
-	kick    chan struct{}
-	reload  chan struct{}
+	cfg    Config
+	kick   chan struct{}
+	reload chan struct{}
+
+	mu sync.Mutex
+	h  timerHeap
+	// known holds the due time of every timer in the heap, and of the
+	// timers fired since the last load: the store keeps a fired timer
+	// until its instance commits the fire, and a reload that reads it
+	// again must not fire it twice.
+	known   map[key]entry
 	horizon time.Time // timers due before it have been loaded
+	loading bool      // a load is reading the store
+	// early holds timers scheduled while a load was in flight or before
+	// the first one: the load may have read the store before they were
+	// committed, so they are added once it has set the new horizon.
+	early []persistence.Timer
 }
 
 type key struct{ inst, id string }
+
+type entry struct {
+	due   time.Time
+	fired time.Time // zero while in the heap
+}
+
+// refireAfter is how long a fired timer that the store still holds is left
+// alone: normally its instance commits the fire within milliseconds; one
+// still there later lost its wake-up (a failed activation, a node gone)
+// and fires again.
+const refireAfter = 10 * time.Second
+
+// minReloadGap spaces the loads that follow a load cut at BatchLimit.
+const minReloadGap = 50 * time.Millisecond
 
 // New validates cfg and returns a service.
 func New(cfg Config) (*Service, error) {
@@ -80,14 +108,22 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, known: map[key]time.Time{}, kick: make(chan struct{}, 1), reload: make(chan struct{}, 1)}, nil
+	return &Service{cfg: cfg, known: map[key]entry{}, kick: make(chan struct{}, 1), reload: make(chan struct{}, 1)}, nil
 }
 
 // Schedule adds a timer that was just committed. Timers beyond the loaded
 // horizon are left to the next reload.
 func (s *Service) Schedule(t persistence.Timer) {
+	if !s.cfg.Ownership.Owns(t.Instance) {
+		return
+	}
 	s.mu.Lock()
-	if s.horizon.IsZero() || t.Due.After(s.horizon) || !s.cfg.Ownership.Owns(t.Instance) {
+	if s.loading || s.horizon.IsZero() {
+		s.early = append(s.early, t)
+		s.mu.Unlock()
+		return
+	}
+	if t.Due.After(s.horizon) {
 		s.mu.Unlock()
 		return
 	}
@@ -117,37 +153,67 @@ func (s *Service) poke(c chan struct{}) {
 	}
 }
 
-// push adds t unless it is already held with the same due time; caller holds mu.
+// push adds t unless it is already held, or was fired, with the same due
+// time; caller holds mu.
 func (s *Service) push(t persistence.Timer) {
 	k := key{t.Instance, t.ID}
-	if due, ok := s.known[k]; ok && due.Equal(t.Due) {
+	if e, ok := s.known[k]; ok && e.due.Equal(t.Due) {
 		return
 	}
-	s.known[k] = t.Due
+	s.known[k] = entry{due: t.Due}
 	heap.Push(&s.h, t)
 }
 
-func (s *Service) load(ctx context.Context) error {
+// load reads the timers due within the horizon. It reports whether the read
+// was cut at its limit: the horizon then ends at the last timer read, and
+// the next load must come before that time.
+func (s *Service) load(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	s.loading = true
+	// The timers already held, and those fired but not yet committed by
+	// their instances, come first in the read: read past them.
+	limit := s.cfg.BatchLimit + len(s.known)
+	s.mu.Unlock()
 	now := time.Now()
 	until := now.Add(s.cfg.Horizon)
-	ts, err := s.cfg.Source.DueTimers(ctx, until, s.cfg.BatchLimit)
-	if err != nil {
-		return err
-	}
+	ts, err := s.cfg.Source.DueTimers(ctx, until, s.cfg.Ownership.Buckets(), limit)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.loading = false
+	if err != nil {
+		return false, err
+	}
+	cut := len(ts) == limit
+	if cut {
+		// More were due than one batch holds: the horizon ends just
+		// before the last one read (timers due at that same instant may
+		// be left out), and the next load continues from there.
+		until = ts[len(ts)-1].Due.Add(-1)
+	}
+	// Fired timers the store no longer holds are done with.
+	read := make(map[key]bool, len(ts))
 	for _, t := range ts {
-		if s.cfg.Ownership.Owns(t.Instance) {
+		read[key{t.Instance, t.ID}] = true
+	}
+	for k, e := range s.known {
+		if !e.fired.IsZero() && (!read[k] || now.Sub(e.fired) > refireAfter) {
+			delete(s.known, k)
+		}
+	}
+	for _, t := range ts {
+		if !t.Due.After(until) && s.cfg.Ownership.Owns(t.Instance) {
 			s.push(t)
 		}
 	}
-	if len(ts) == s.cfg.BatchLimit {
-		// More were due than one batch holds: the horizon ends at the last
-		// one read, and the next reload continues from there.
-		until = ts[len(ts)-1].Due
-	}
 	s.horizon = until
-	return nil
+	early := s.early
+	s.early = nil
+	for _, t := range early {
+		if !t.Due.After(until) && s.cfg.Ownership.Owns(t.Instance) {
+			s.push(t)
+		}
+	}
+	return cut, nil
 }
 
 // Run fires timers until ctx ends.
@@ -159,13 +225,29 @@ func (s *Service) Run(ctx context.Context) error {
 	for {
 		now := time.Now()
 		if !now.Before(nextReload) {
-			if err := s.load(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+			cut, err := s.load(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil
+			case err != nil:
 				s.cfg.Logger.Warn("timers: reload failed; retrying", "err", err)
 				nextReload = now.Add(time.Second)
-			} else {
+			case cut:
+				// Read on before the loaded timers run out: at the
+				// horizon at the latest, earlier when it is far off.
+				s.mu.Lock()
+				// Not sooner than minReloadGap: a backlog of overdue
+				// timers whose fires are not yet committed reads the same
+				// batch again until they are.
+				nextReload = now.Add(reloadEvery)
+				if s.horizon.Before(nextReload) {
+					nextReload = s.horizon
+				}
+				if gap := now.Add(minReloadGap); nextReload.Before(gap) {
+					nextReload = gap
+				}
+				s.mu.Unlock()
+			default:
 				nextReload = now.Add(reloadEvery)
 			}
 		}
@@ -198,8 +280,6 @@ func (s *Service) Run(ctx context.Context) error {
 				i++
 			}
 			s.mu.Unlock()
-		case <-s.cfg.Ownership.Changed():
-			s.poke(s.reload)
 		}
 	}
 }
@@ -211,8 +291,8 @@ func (s *Service) fireDue(now time.Time) time.Time {
 	for len(s.h) > 0 && !s.h[0].Due.After(now) {
 		t := heap.Pop(&s.h).(persistence.Timer)
 		k := key{t.Instance, t.ID}
-		if due, ok := s.known[k]; ok && due.Equal(t.Due) {
-			delete(s.known, k)
+		if e, ok := s.known[k]; ok && e.due.Equal(t.Due) {
+			s.known[k] = entry{due: t.Due, fired: now}
 		}
 		fire = append(fire, t)
 	}

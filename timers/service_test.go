@@ -2,6 +2,8 @@ package timers
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ type fakeSource struct {
 }
 
 // DueTimers serves a fixed list, as a store would.
-func (f *fakeSource) DueTimers(_ context.Context, before time.Time, limit int) ([]persistence.Timer, error) {
+func (f *fakeSource) DueTimers(_ context.Context, before time.Time, _ []int, limit int) ([]persistence.Timer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []persistence.Timer
@@ -51,8 +53,8 @@ func TestFiresInOrderNeverEarly(t *testing.T) {
 	done := make(chan struct{})
 	go func() { svc.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	// A timer scheduled after start is fired too.
-	time.Sleep(5 * time.Millisecond)
+	// A timer scheduled after start is fired too (before, during or after
+	// the first load).
 	svc.Schedule(persistence.Timer{Instance: "c", ID: "1", Due: now.Add(45 * time.Millisecond)})
 	want := []string{"past", "a", "c", "b"}
 	for _, w := range want {
@@ -81,5 +83,135 @@ func TestFiresInOrderNeverEarly(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("empty config accepted")
+	}
+}
+
+// start runs svc until the test ends.
+func start(t *testing.T, svc *Service) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = svc.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// collect returns a Fire function and a way to wait for n distinct timers.
+func collect() (func(persistence.Timer), func(t *testing.T, n int) map[key]int) {
+	c := make(chan persistence.Timer, 1000)
+	fire := func(tm persistence.Timer) { c <- tm }
+	wait := func(t *testing.T, n int) map[key]int {
+		t.Helper()
+		got := map[key]int{}
+		deadline := time.After(10 * time.Second)
+		for len(got) < n {
+			select {
+			case tm := <-c:
+				got[key{tm.Instance, tm.ID}]++
+			case <-deadline:
+				t.Fatalf("%d of %d timers fired", len(got), n)
+			}
+		}
+		return got
+	}
+	return fire, wait
+}
+
+// More timers due within the horizon than one load reads: the rest are
+// read as soon as the first batch is done, not half a horizon later.
+func TestLoadCutAtBatchLimitReadsOn(t *testing.T) {
+	now := time.Now()
+	src := &fakeSource{}
+	for i := 0; i < 25; i++ {
+		src.ts = append(src.ts, persistence.Timer{Instance: fmt.Sprintf("i%02d", i), ID: "1", Due: now.Add(time.Duration(i) * time.Millisecond)})
+	}
+	fire, wait := collect()
+	// The fired timers stay in the source, as in a store until their
+	// instances commit the fire; nothing may fire twice for it.
+	svc, err := New(Config{Source: src, Fire: fire, Horizon: time.Hour, BatchLimit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, svc)
+	for k, n := range wait(t, 25) {
+		if n != 1 {
+			t.Errorf("%v fired %d times", k, n)
+		}
+	}
+}
+
+// blockingSource holds its first read until released, as a slow store
+// read would.
+type blockingSource struct {
+	fakeSource
+	reading chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingSource) DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]persistence.Timer, error) {
+	out, err := b.fakeSource.DueTimers(ctx, before, buckets, limit)
+	b.once.Do(func() {
+		close(b.reading)
+		<-b.release
+	})
+	return out, err
+}
+
+// A timer scheduled while a load is reading the store (committed after the
+// read's snapshot) fires: it is not dropped until the next reload.
+func TestScheduleDuringLoad(t *testing.T) {
+	src := &blockingSource{reading: make(chan struct{}), release: make(chan struct{})}
+	fire, wait := collect()
+	svc, err := New(Config{Source: src, Fire: fire, Horizon: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, svc)
+	<-src.reading
+	svc.Schedule(persistence.Timer{Instance: "late", ID: "1", Due: time.Now().Add(time.Millisecond)})
+	close(src.release)
+	wait(t, 1)
+}
+
+// ownHalf owns the instances whose name starts with "a".
+type ownHalf struct{}
+
+func (ownHalf) Owns(id string) bool { return strings.HasPrefix(id, "a") }
+func (ownHalf) Buckets() []int      { return []int{1} }
+
+// recordingSource remembers the bucket sets it was asked for.
+type recordingSource struct {
+	fakeSource
+	mu      sync.Mutex
+	buckets [][]int
+}
+
+func (r *recordingSource) DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]persistence.Timer, error) {
+	r.mu.Lock()
+	r.buckets = append(r.buckets, buckets)
+	r.mu.Unlock()
+	return r.fakeSource.DueTimers(ctx, before, buckets, limit)
+}
+
+// A node reads only its buckets and fires only its instances' timers.
+func TestOwnership(t *testing.T) {
+	now := time.Now()
+	src := &recordingSource{fakeSource: fakeSource{ts: []persistence.Timer{
+		{Instance: "a1", ID: "1", Due: now}, {Instance: "b1", ID: "1", Due: now}, {Instance: "a2", ID: "1", Due: now.Add(time.Millisecond)},
+	}}}
+	fire, wait := collect()
+	svc, err := New(Config{Source: src, Fire: fire, Horizon: time.Hour, Ownership: ownHalf{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Schedule(persistence.Timer{Instance: "b2", ID: "1", Due: now})
+	start(t, svc)
+	got := wait(t, 2)
+	if got[key{"a1", "1"}] != 1 || got[key{"a2", "1"}] != 1 {
+		t.Fatalf("fired %v, want a1 and a2", got)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if len(src.buckets) == 0 || len(src.buckets[0]) != 1 || src.buckets[0][0] != 1 {
+		t.Fatalf("read buckets %v, want [[1]]", src.buckets)
 	}
 }

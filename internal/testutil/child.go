@@ -125,6 +125,18 @@ func (c *Child) WaitLine(t testing.TB, prefix string, d time.Duration) string {
 	}
 }
 
+// Lines is the child's stdout, one line at a time, closed when the child
+// exits. Reading it competes with WaitLine; a test uses one or the other.
+func (c *Child) Lines() <-chan string { return c.lines }
+
+// Signal sends sig to the child (SIGTERM for a graceful stop, say).
+func (c *Child) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal child %d: %v", c.Pid(), err)
+	}
+}
+
 // Kill9 sends SIGKILL and waits until the child is reaped (no-op once it is).
 func (c *Child) Kill9(t testing.TB) {
 	select {

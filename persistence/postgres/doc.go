@@ -22,7 +22,11 @@
 // subscriptions, timers and message_ids (the IDs of Dedupe messages). Times are BIGINT nanoseconds since the Unix epoch
 // (0 for none): exact round trips, and a timer never fires a fraction of a
 // microsecond early because its time was truncated. IDs and channel names use
-// the "C" collation, so List orders by bytes as SQLite does.
+// the "C" collation, so List orders by bytes as SQLite does. Instances and
+// timers carry their bucket (persistence.BucketOf of the instance ID) in an
+// indexed column, so that a cluster node reads the runnable instances and due
+// timers of its own buckets only; Open fills in the buckets of rows written
+// before the column existed.
 //
 // # Group commit
 //
@@ -55,6 +59,13 @@
 // so no message lands in the mailbox of an instance that ended meanwhile.
 // A batch takes all its advisory locks first, in one global order, and locks
 // instances in ID order, so batches do not deadlock one another.
+//
+// Lease times come from the server's clock, read when the statement runs
+// (clock_timestamp()): AcquireLease, RenewLeases, a Create with
+// Step.LeaseTTL and Runnable's test of expiry never use the client's, so
+// nodes whose clocks disagree still agree on when a lease expires. A lease
+// is taken or renewed after the row lock is granted, so waiting for the lock
+// does not shorten it.
 //
 // A Dedupe message first inserts its ID into message_ids, whose primary key
 // settles races: an insert of an ID that another transaction inserted waits

@@ -1,8 +1,10 @@
 package postgres_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -85,5 +87,107 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
 	if err := st.Pool().QueryRow(bg, `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != len(files) {
 		t.Fatalf("schema_migrations rows = %d, %v", versions, err)
+	}
+}
+
+// A schema of release 0004 (before buckets) gets every instance's and
+// timer's bucket filled in by Open, in several chunks, and bucket sets then
+// select its old rows.
+func TestMigrateFillsBuckets(t *testing.T) {
+	const n = 1500 // more than one chunk
+	url := testutil.PostgresURL(t)
+	conn, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{`CREATE SCHEMA norn`, `SET search_path TO norn`,
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`}
+	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	for i, f := range files {
+		if filepath.Base(f) >= "0005" {
+			break
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(body), fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, i+1))
+	}
+	stmts = append(stmts,
+		fmt.Sprintf(`INSERT INTO instances (id, workflow, status, history_len, created_at, updated_at)
+			SELECT 'old-' || i, 'wf', 'running', 0, i, i FROM generate_series(0, %d) AS i`, n-1),
+		fmt.Sprintf(`INSERT INTO timers (instance_id, timer_id, due) SELECT 'old-' || i, 'sleep', 1000 + i FROM generate_series(0, %d) AS i`, n-1),
+		// Timers left behind by an instance that is gone.
+		`INSERT INTO timers (instance_id, timer_id, due) VALUES ('gone', 'sleep', 1), ('gone', 'retry', 2)`)
+	for _, q := range stmts {
+		if _, err := conn.Exec(bg, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	conn.Close(bg)
+
+	st := openURL(t, url, postgres.Options{})
+	checkBuckets(t, st, n+2)
+	b := persistence.BucketOf("old-7")
+	var want []string
+	for i := 0; i < n; i++ {
+		if id := fmt.Sprintf("old-%d", i); persistence.BucketOf(id) == b {
+			want = append(want, id)
+		}
+	}
+	sort.Strings(want)
+	ids, err := st.Runnable(bg, []int{b}, 0)
+	sort.Strings(ids)
+	if err != nil || fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("runnable in bucket %d = %v, %v; want %v", b, ids, err, want)
+	}
+	set := map[int]bool{b: true, persistence.BucketOf("gone"): true}
+	want = []string{"gone", "gone"}
+	for i := 0; i < n; i++ {
+		if id := fmt.Sprintf("old-%d", i); set[persistence.BucketOf(id)] {
+			want = append(want, id)
+		}
+	}
+	ts, err := st.DueTimers(bg, time.Unix(0, 1e9), []int{b, persistence.BucketOf("gone")}, 0)
+	var got []string
+	for _, t := range ts {
+		got = append(got, t.Instance)
+	}
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("due timers in buckets of old-7 and gone = %v, %v; want %v", got, err, want)
+	}
+
+	// Rows that a process of the old release writes meanwhile (bucket -1)
+	// are filled in by the next Open.
+	for _, q := range []string{`UPDATE instances SET bucket = -1 WHERE id IN ('old-1', 'old-2')`,
+		`UPDATE timers SET bucket = -1 WHERE instance_id = 'old-3'`} {
+		if _, err := st.Pool().Exec(bg, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkBuckets(t, openURL(t, url, postgres.Options{}), n+2)
+}
+
+// checkBuckets checks that every instance and timer in st's schema is in its
+// instance's bucket, and that there are timers timers.
+func checkBuckets(t *testing.T, st *postgres.Store, timers int) {
+	t.Helper()
+	for _, q := range []string{`SELECT id, bucket FROM instances`, `SELECT instance_id, bucket FROM timers`} {
+		rows, _ := st.Pool().Query(bg, q)
+		var id string
+		var b int32
+		_, err := pgx.ForEachRow(rows, []any{&id, &b}, func() error {
+			if int(b) != persistence.BucketOf(id) {
+				return fmt.Errorf("%s has bucket %d, want %d", id, b, persistence.BucketOf(id))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var got int
+	if err := st.Pool().QueryRow(bg, `SELECT count(*) FROM timers`).Scan(&got); err != nil || got != timers {
+		t.Fatalf("timers = %d, %v; want %d", got, err, timers)
 	}
 }

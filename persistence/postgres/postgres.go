@@ -129,6 +129,11 @@ type Store struct {
 	closeCtx  context.Context // cancelled by Close: stops Listen calls
 	stop      context.CancelFunc
 	listeners sync.WaitGroup
+
+	// clockOffset (nanoseconds) shifts the store's reading of the local
+	// clock (see now). Only this package's tests set it, to show that no
+	// lease time depends on the local clock.
+	clockOffset atomic.Int64
 }
 
 var (
@@ -181,9 +186,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", target, err)
 	}
 	err = migrate(ctx, conn, opts.Schema)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("postgres: migrate %s: %w", target, err)
+	}
+	err = fillBuckets(ctx, conn)
 	conn.Close(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: migrate %s: %w", target, err)
+		return nil, fmt.Errorf("postgres: fill in buckets in %s: %w", target, err)
 	}
 
 	cfg.MaxConns = int32(opts.MaxConns)
@@ -350,6 +360,72 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 	return tx.Commit(ctx)
 }
 
+// bucketChunk is how many instances one statement of fillBuckets updates,
+// so that it never holds many row locks at once.
+const bucketChunk = 1000
+
+// fillBuckets sets the bucket of the rows written before migration 0005,
+// which it left at -1 (SQL cannot compute BucketOf), in chunks. Every Open
+// looks, so rows that a process of an older release wrote meanwhile are
+// filled in by the next one to open; concurrent openers may fill in the
+// same rows, with the same values.
+func fillBuckets(ctx context.Context, conn *pgx.Conn) error {
+	var todo bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE bucket < 0)
+		OR EXISTS (SELECT 1 FROM timers WHERE bucket < 0)`).Scan(&todo); err != nil || !todo {
+		return err
+	}
+	// Rows are locked in key order (l), as the writers lock them, so that
+	// filling in does not deadlock with a batch.
+	for _, q := range []struct{ what, pick, set string }{
+		{"instances", `SELECT id FROM instances WHERE bucket < 0 LIMIT $1`,
+			`UPDATE instances i SET bucket = u.b
+			FROM (SELECT id AS locked FROM instances WHERE id = ANY($1::text[]) AND bucket < 0 ORDER BY id FOR UPDATE) l
+			JOIN unnest($1::text[], $2::integer[]) AS u(id, b) ON u.id = l.locked
+			WHERE i.id = l.locked`},
+		// A timer is in its instance's bucket (the instance may be gone).
+		// No DISTINCT, which could read all timers rather than the few
+		// with bucket -1 by the index; the IDs are deduplicated below.
+		{"timers", `SELECT instance_id FROM timers WHERE bucket < 0 LIMIT $1`,
+			`UPDATE timers t SET bucket = u.b
+			FROM (SELECT instance_id AS locked, timer_id AS tid FROM timers
+				WHERE instance_id = ANY($1::text[]) AND bucket < 0 ORDER BY instance_id, timer_id FOR UPDATE) l
+			JOIN unnest($1::text[], $2::integer[]) AS u(id, b) ON u.id = l.locked
+			WHERE t.instance_id = l.locked AND t.timer_id = l.tid`},
+	} {
+		for {
+			rows, _ := conn.Query(ctx, q.pick, bucketChunk)
+			picked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return fmt.Errorf("%s: %w", q.what, err)
+			}
+			seen := make(map[string]bool, len(picked))
+			var ids []string
+			var buckets []int32
+			for _, id := range picked {
+				if !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+					buckets = append(buckets, int32(persistence.BucketOf(id)))
+				}
+			}
+			for attempt := 1; ; attempt++ {
+				_, err = conn.Exec(ctx, q.set, ids, buckets)
+				if err == nil || !retryable(err) || attempt == maxAttempts {
+					break
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", q.what, err)
+			}
+			if len(picked) < bucketChunk {
+				break
+			}
+		}
+	}
+	return nil
+}
+
 // upToDate reports whether schema_migrations already lists want versions.
 func upToDate(ctx context.Context, conn *pgx.Conn, schema string, want int) bool {
 	var exists bool
@@ -407,6 +483,11 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// now is the local clock, as the store reads it: for the times it records
+// (updated_at, history, messages), never for leases, which the server's
+// clock decides (see serverNowNS).
+func (s *Store) now() time.Time { return time.Now().Add(time.Duration(s.clockOffset.Load())) }
 
 func ns(t time.Time) int64 { return rowcodec.NS(t) }
 

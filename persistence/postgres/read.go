@@ -88,17 +88,38 @@ func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persisten
 	return out, nil
 }
 
-// Runnable lists instances that need an activation and have no live lease.
-func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]string, error) {
+// Runnable lists instances of the given buckets that need an activation
+// and have no live lease, by the server's clock.
+func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]string, error) {
+	if err := persistence.ValidateBuckets(buckets); err != nil {
+		return nil, err
+	}
+	if buckets != nil && len(buckets) == 0 {
+		return nil, nil
+	}
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, _ := s.pool.Query(ctx, sqlRunnable, now.UnixNano(), int64(limit))
+	var rows pgx.Rows
+	if buckets == nil {
+		rows, _ = s.pool.Query(ctx, sqlRunnable, int64(limit))
+	} else {
+		rows, _ = s.pool.Query(ctx, sqlRunnableIn, int64(limit), bucketArray(buckets))
+	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("postgres: runnable instances: %w", err)
 	}
 	return out, nil
+}
+
+// bucketArray is a validated bucket set as the integer[] the queries take.
+func bucketArray(buckets []int) []int32 {
+	out := make([]int32, len(buckets))
+	for i, b := range buckets {
+		out[i] = int32(b)
+	}
+	return out
 }
 
 // Mailbox reads an instance's waiting messages in arrival order.
@@ -159,12 +180,23 @@ func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, er
 	return out, nil
 }
 
-// DueTimers lists timers due before t, earliest first.
-func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]persistence.Timer, error) {
+// DueTimers lists timers of the given buckets due before t, earliest first.
+func (s *Store) DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]persistence.Timer, error) {
+	if err := persistence.ValidateBuckets(buckets); err != nil {
+		return nil, err
+	}
+	if buckets != nil && len(buckets) == 0 {
+		return nil, nil
+	}
 	if limit <= 0 {
 		limit = 10000
 	}
-	rows, _ := s.pool.Query(ctx, sqlDueTimers, before.UnixNano(), int64(limit))
+	var rows pgx.Rows
+	if buckets == nil {
+		rows, _ = s.pool.Query(ctx, sqlDueTimers, before.UnixNano(), int64(limit))
+	} else {
+		rows, _ = s.pool.Query(ctx, sqlDueTimersIn, before.UnixNano(), int64(limit), bucketArray(buckets))
+	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Timer, error) {
 		var t persistence.Timer
 		var due int64

@@ -18,6 +18,13 @@ const terminalSQL = `('completed', 'failed', 'cancelled')`
 
 const instanceCols = rowcodec.InstanceColumns
 
+// serverNowNS is the database server's clock in Unix nanoseconds when the
+// expression is evaluated: clock_timestamp(), not the transaction's start.
+// Lease times come from it, so that nodes agree on them whatever their own
+// clocks say, and a lease runs from when its row is written, after any wait
+// for a connection or a lock.
+const serverNowNS = `(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`
+
 // checkCode is the SQLSTATE norn_check raises.
 const checkCode = "NR001"
 
@@ -82,11 +89,23 @@ const (
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
+	sqlRunnableIn    = "norn_runnable_in"
 	sqlMailbox       = "norn_mailbox"
 	sqlSubscriptions = "norn_subscriptions"
 	sqlChannelStats  = "norn_channel_stats"
 	sqlDueTimers     = "norn_due_timers"
+	sqlDueTimersIn   = "norn_due_timers_in"
 )
+
+// runnableSQL is the rest of Runnable's query after the status (and
+// bucket) condition; $1 is the limit.
+const runnableSQL = `
+		AND (lease_owner IS NULL OR lease_expires < (SELECT ` + serverNowNS + `))
+		AND (status <> 'waiting' OR cancel_reason <> ''
+			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
+			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = i.id AND s.mode = 'competing'))
+		ORDER BY updated_at LIMIT $1::bigint`
 
 var statements = map[string]string{
 	sqlBegin:      `BEGIN`,
@@ -97,12 +116,15 @@ var statements = map[string]string{
 	sqlRollbackTo: `ROLLBACK TO SAVEPOINT step`,
 
 	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
-	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log.
+	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log, $11 lease
+	// TTL in nanoseconds (if positive, the lease expires that long after
+	// the server's now instead of at $8), $12 bucket.
 	sqlInsertInstance: `WITH ins AS (
 		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
-			run, history_len, created_at, updated_at)
-		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, NULLIF($6::text, ''), $7::bigint, $8::bigint, $10::text,
-			0, 0, $9::bigint, $9::bigint)
+			run, history_len, created_at, updated_at, bucket)
+		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, NULLIF($6::text, ''), $7::bigint,
+			CASE WHEN $11::bigint > 0 THEN ` + serverNowNS + ` + $11::bigint ELSE $8::bigint END, $10::text,
+			0, 0, $9::bigint, $9::bigint, $12::integer)
 		ON CONFLICT (id) DO NOTHING RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM ins), '` + checkExists + `', '')`,
 
@@ -202,8 +224,9 @@ var statements = map[string]string{
 	sqlCancelTimer: `DELETE FROM timers WHERE instance_id = $1::text AND timer_id = $2::text`,
 	sqlFireTimer: `WITH d AS (DELETE FROM timers WHERE instance_id = $1::text AND timer_id = $2::text RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkTimer + `', '')`,
-	sqlAddTimer: `INSERT INTO timers (instance_id, timer_id, due) VALUES ($1::text, $2::text, $3::bigint)
-		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`,
+	// $1 instance, $2 timer, $3 due, $4 the instance's bucket.
+	sqlAddTimer: `INSERT INTO timers (instance_id, timer_id, due, bucket) VALUES ($1::text, $2::text, $3::bigint, $4::integer)
+		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due, bucket = excluded.bucket`,
 	// Ending an instance: two statements, so that the second (its own
 	// snapshot) sees the broadcast copies of publishers that the first
 	// waited for.
@@ -220,18 +243,24 @@ var statements = map[string]string{
 	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
 	sqlAsyncCommit: `SET LOCAL synchronous_commit = off`,
 
-	// $1 id, $2 owner, $3 expires, $4 now.
-	sqlAcquireLease: `UPDATE instances SET lease_owner = $2::text, lease_epoch = lease_epoch + 1, lease_expires = $3::bigint,
-		status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END, updated_at = $4::bigint
-		WHERE id = $1::text AND status NOT IN ` + terminalSQL + `
-			AND (lease_owner IS NULL OR lease_owner = $2::text OR lease_expires < $4::bigint)
+	// $1 id, $2 owner, $3 TTL in nanoseconds, $4 now (the caller's, for
+	// updated_at only). The row is locked (l) before the new expiry is
+	// computed, so that a wait for the lock does not shorten the lease.
+	sqlAcquireLease: `UPDATE instances i SET lease_owner = $2::text, lease_epoch = i.lease_epoch + 1,
+		lease_expires = ` + serverNowNS + ` + $3::bigint,
+		status = CASE WHEN i.status = 'waiting' THEN 'running' ELSE i.status END, updated_at = $4::bigint
+		FROM (SELECT id AS locked FROM instances WHERE id = $1::text FOR UPDATE) l
+		WHERE i.id = l.locked AND i.status NOT IN ` + terminalSQL + `
+			AND (i.lease_owner IS NULL OR i.lease_owner = $2::text OR i.lease_expires < ` + serverNowNS + `)
 		RETURNING ` + instanceCols,
-	// Leases are locked in ID order, the order in which the writer's batches
-	// lock instances, so that renewing cannot deadlock with a batch.
-	sqlRenewLeases: `UPDATE instances i SET lease_expires = $2::bigint
+	// $1 owner, $2 TTL in nanoseconds. Leases are locked in ID order, the
+	// order in which the writer's batches lock instances, so that renewing
+	// cannot deadlock with a batch; and before the new expiry is computed.
+	sqlRenewLeases: `UPDATE instances i SET lease_expires = ` + serverNowNS + ` + $2::bigint
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
 		WHERE i.id = l.id AND i.lease_owner = $1::text`,
-	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0
+	// A new epoch fences whoever still runs under a released lease.
+	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
 		WHERE i.id = l.id AND i.lease_owner = $1::text`,
 	sqlCancel: `UPDATE instances SET cancel_reason = $2::text, updated_at = $3::bigint
@@ -268,13 +297,13 @@ var statements = map[string]string{
 
 	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
+	// $1 limit. The server's clock, read once (InitPlan), decides which
+	// leases expired.
 	sqlRunnable: `SELECT id FROM instances i
-		WHERE status IN ('running', 'compensating', 'waiting') AND (lease_owner IS NULL OR lease_expires < $1::bigint)
-		AND (status <> 'waiting' OR cancel_reason <> ''
-			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
-			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = i.id AND s.mode = 'competing'))
-		ORDER BY updated_at LIMIT $2::bigint`,
+		WHERE status IN ('running', 'waiting', 'compensating')` + runnableSQL,
+	// $1 limit, $2 buckets.
+	sqlRunnableIn: `SELECT id FROM instances i
+		WHERE status IN ('running', 'waiting', 'compensating') AND bucket = ANY($2::integer[])` + runnableSQL,
 	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
 			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
 				ORDER BY seq LIMIT $2::bigint)
@@ -289,5 +318,6 @@ var statements = map[string]string{
 			UNION ALL
 			SELECT channel, '' AS mode, 0, COUNT(*), MIN(published_at) FROM messages WHERE channel <> '' GROUP BY channel
 		) x GROUP BY channel ORDER BY channel`,
-	sqlDueTimers: `SELECT instance_id, timer_id, due FROM timers WHERE due < $1::bigint ORDER BY due LIMIT $2::bigint`,
+	sqlDueTimers:   `SELECT instance_id, timer_id, due FROM timers WHERE due < $1::bigint ORDER BY due LIMIT $2::bigint`,
+	sqlDueTimersIn: `SELECT instance_id, timer_id, due FROM timers WHERE bucket = ANY($3::integer[]) AND due < $1::bigint ORDER BY due LIMIT $2::bigint`,
 }

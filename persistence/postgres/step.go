@@ -20,7 +20,7 @@ import (
 // r.res.Duplicates.
 func (s *Store) compile(r *writeReq) []op {
 	step := r.step
-	now := time.Now()
+	now := s.now()
 	nowNS := now.UnixNano()
 	var ops []op
 	add := func(o op) {
@@ -56,7 +56,7 @@ func (s *Store) compile(r *writeReq) []op {
 		cid := c.ID
 		add(op{label: "insert instance", name: sqlInsertInstance,
 			args: []any{c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch, ns(c.LeaseExpires), nowNS,
-				rowcodec.EncodeTimes(restarts)},
+				rowcodec.EncodeTimes(restarts), int64(step.LeaseTTL), int32(persistence.BucketOf(c.ID))},
 			check: func(*pgconn.PgError) (error, *op) {
 				// The ID is taken: nothing of the step applies, and the
 				// caller gets the instance that holds it.
@@ -221,7 +221,7 @@ func (s *Store) compile(r *writeReq) []op {
 			}})
 	}
 	for _, t := range step.AddTimers {
-		add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano()}})
+		add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano(), int32(persistence.BucketOf(id))}})
 	}
 	for _, e := range step.Emit {
 		at := e.At
@@ -308,9 +308,8 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 		return inst, err
 	}
 	err := s.retry(ctx, func() error {
-		now := time.Now()
 		var err error
-		inst, err = scanInstance(s.pool.QueryRow(ctx, sqlAcquireLease, id, owner, now.Add(ttl).UnixNano(), now.UnixNano()))
+		inst, err = scanInstance(s.pool.QueryRow(ctx, sqlAcquireLease, id, owner, int64(ttl), s.now().UnixNano()))
 		if err == nil {
 			return nil
 		}
@@ -337,14 +336,14 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 		return err
 	}
 	return s.retry(ctx, func() error {
-		if _, err := s.pool.Exec(ctx, sqlRenewLeases, owner, time.Now().Add(ttl).UnixNano()); err != nil {
+		if _, err := s.pool.Exec(ctx, sqlRenewLeases, owner, int64(ttl)); err != nil {
 			return fmt.Errorf("postgres: renew leases: %w", err)
 		}
 		return nil
 	})
 }
 
-// ReleaseLeases drops all of owner's leases.
+// ReleaseLeases drops all of owner's leases and fences their holders.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 	if err := persistence.ValidateID("owner", owner); err != nil {
 		return err
@@ -366,7 +365,7 @@ func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
 		reason = "cancelled"
 	}
 	return s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, sqlCancel, id, reason, time.Now().UnixNano())
+		tag, err := s.pool.Exec(ctx, sqlCancel, id, reason, s.now().UnixNano())
 		if err != nil {
 			return fmt.Errorf("postgres: cancel: %w", err)
 		}

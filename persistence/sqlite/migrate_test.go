@@ -3,8 +3,11 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -105,4 +108,136 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	st2.Close()
+}
+
+// A database of release 0004 (before buckets) gets every instance's and
+// timer's bucket filled in by Open, in several chunks, and bucket sets then
+// select its old rows.
+func TestMigrateFillsBuckets(t *testing.T) {
+	const n = 1500 // more than one chunk
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`}
+	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	for i, f := range files {
+		if filepath.Base(f) >= "0005" {
+			break
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(body), fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, i+1))
+	}
+	stmts = append(stmts,
+		fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+			INSERT INTO instances (id, workflow, status, history_len, created_at, updated_at)
+			SELECT 'old-' || i, 'wf', 'running', 0, i, i FROM n`, n-1),
+		fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %d)
+			INSERT INTO timers (instance_id, timer_id, due) SELECT 'old-' || i, 'sleep', 1000 + i FROM n`, n-1),
+		// Timers left behind by an instance that is gone.
+		`INSERT INTO timers (instance_id, timer_id, due) VALUES ('gone', 'sleep', 1), ('gone', 'retry', 2)`)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBuckets(t, path, n+2)
+	// The old rows are in their buckets.
+	b := persistence.BucketOf("old-7")
+	var want []string
+	for i := 0; i < n; i++ {
+		if id := fmt.Sprintf("old-%d", i); persistence.BucketOf(id) == b {
+			want = append(want, id)
+		}
+	}
+	sort.Strings(want)
+	ids, err := st.Runnable(ctx, []int{b}, 0)
+	sort.Strings(ids)
+	if err != nil || fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Fatalf("runnable in bucket %d = %v, %v; want %v", b, ids, err, want)
+	}
+	set := map[int]bool{b: true, persistence.BucketOf("gone"): true}
+	want = []string{"gone", "gone"}
+	for i := 0; i < n; i++ {
+		if id := fmt.Sprintf("old-%d", i); set[persistence.BucketOf(id)] {
+			want = append(want, id)
+		}
+	}
+	ts, err := st.DueTimers(ctx, time.Unix(0, 1e9), []int{b, persistence.BucketOf("gone")}, 0)
+	var got []string
+	for _, t := range ts {
+		got = append(got, t.Instance)
+	}
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("due timers in buckets of old-7 and gone = %v, %v; want %v", got, err, want)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rows that a process of the old release writes meanwhile (bucket -1)
+	// are filled in by the next Open.
+	db, err = sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`UPDATE instances SET bucket = -1 WHERE id IN ('old-1', 'old-2')`, `UPDATE timers SET bucket = -1 WHERE instance_id = 'old-3'`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkBuckets(t, path, n+2)
+}
+
+// checkBuckets checks that every instance and timer in the database at
+// path is in its instance's bucket, and that there are timers timers.
+func checkBuckets(t *testing.T, path string, timers int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`SELECT id, bucket FROM instances`, `SELECT instance_id, bucket FROM timers`} {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			var b int
+			if err := rows.Scan(&id, &b); err != nil {
+				t.Fatal(err)
+			}
+			if b != persistence.BucketOf(id) {
+				t.Fatalf("%s: %s has bucket %d, want %d", q, id, b, persistence.BucketOf(id))
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got int
+	if err := db.QueryRow(`SELECT count(*) FROM timers`).Scan(&got); err != nil || got != timers {
+		t.Fatalf("timers = %d, %v; want %d", got, err, timers)
+	}
 }

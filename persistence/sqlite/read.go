@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,18 +105,29 @@ func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persisten
 	return out, rows.Err()
 }
 
-// Runnable lists instances that need an activation and have no live lease.
-func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]string, error) {
+// Runnable lists instances of the given buckets that need an activation
+// and have no live lease.
+func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]string, error) {
+	if err := persistence.ValidateBuckets(buckets); err != nil {
+		return nil, err
+	}
+	if buckets != nil && len(buckets) == 0 {
+		return nil, nil
+	}
 	if limit <= 0 {
 		limit = 1000
 	}
+	// The status list is word for word the predicate of the partial
+	// indexes instances_status and instances_bucket_live: SQLite uses a
+	// partial index only for a query that repeats its predicate.
 	rows, err := s.r.QueryContext(ctx, `SELECT id FROM instances i
-		WHERE status IN ('running', 'compensating', 'waiting') AND (lease_owner IS NULL OR lease_expires < ?1)
+		WHERE status IN ('running', 'waiting', 'compensating')`+bucketFilter(buckets)+`
+		AND (lease_owner IS NULL OR lease_expires < ?1)
 		AND (status != 'waiting' OR cancel_reason != ''
 			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
 			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
 				WHERE s.instance_id = i.id AND s.mode = 'competing'))
-		ORDER BY updated_at LIMIT ?2`, now.UnixNano(), limit)
+		ORDER BY updated_at LIMIT ?2`, time.Now().UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: runnable instances: %w", err)
 	}
@@ -128,7 +140,30 @@ func (s *Store) Runnable(ctx context.Context, now time.Time, limit int) ([]strin
 		}
 		out = append(out, id)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: runnable instances: %w", err)
+	}
+	return out, nil
+}
+
+// bucketFilter is the condition " AND bucket IN (...)" for a non-empty
+// bucket set, or nothing for nil (every bucket). The buckets are validated
+// integers, written into the query text: one placeholder per bucket would
+// do no better, and the read pool prepares each query anyway.
+func bucketFilter(buckets []int) string {
+	if buckets == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" AND bucket IN (")
+	for i, n := range buckets {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(n))
+	}
+	b.WriteByte(')')
+	return b.String()
 }
 
 // Mailbox reads an instance's waiting messages in arrival order.
@@ -211,12 +246,19 @@ func (s *Store) ChannelStats(ctx context.Context) ([]persistence.ChannelStat, er
 	return out, rows.Err()
 }
 
-// DueTimers lists timers due before t.
-func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]persistence.Timer, error) {
+// DueTimers lists timers of the given buckets due before t.
+func (s *Store) DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]persistence.Timer, error) {
+	if err := persistence.ValidateBuckets(buckets); err != nil {
+		return nil, err
+	}
+	if buckets != nil && len(buckets) == 0 {
+		return nil, nil
+	}
 	if limit <= 0 {
 		limit = 10000
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT instance_id, timer_id, due FROM timers WHERE due < ? ORDER BY due LIMIT ?`, before.UnixNano(), limit)
+	rows, err := s.r.QueryContext(ctx, `SELECT instance_id, timer_id, due FROM timers WHERE due < ?`+bucketFilter(buckets)+`
+		ORDER BY due LIMIT ?`, before.UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: due timers: %w", err)
 	}
@@ -231,7 +273,10 @@ func (s *Store) DueTimers(ctx context.Context, before time.Time, limit int) ([]p
 		t.Due = fromNS(due)
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: due timers: %w", err)
+	}
+	return out, nil
 }
 
 // readStmts are the read pool's prepared statements for the hot path.

@@ -136,6 +136,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
+	if err := fillBuckets(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: fill in buckets in %s: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", pragmas("_pragma", "query_only(1)"))
 	if err != nil {
 		w.Close()
@@ -230,6 +234,96 @@ func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// bucketChunk is how many instances one transaction of fillBuckets updates:
+// other processes' writers wait for it, so it takes turns with them.
+const bucketChunk = 1000
+
+// fillBuckets sets the bucket of the rows written before migration 0005,
+// which it left at -1 (SQL cannot compute BucketOf), in chunks, each its
+// own transaction. Every Open looks, so rows that a process of an older
+// release wrote meanwhile are filled in by the next one to open.
+func fillBuckets(ctx context.Context, db *sql.DB) error {
+	// Look without the write lock first: usually every row has its bucket,
+	// and a busy writer in another process would keep this opener waiting
+	// for nothing.
+	var todo bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE bucket < 0)
+		OR EXISTS (SELECT 1 FROM timers WHERE bucket < 0)`).Scan(&todo); err != nil || !todo {
+		return err
+	}
+	for _, q := range []struct{ what, pick, set string }{
+		{"instances", `SELECT id FROM instances WHERE bucket < 0 LIMIT ?`,
+			`UPDATE instances SET bucket = ? WHERE id = ? AND bucket < 0`},
+		// A timer is in its instance's bucket (the instance may be gone).
+		// No DISTINCT: it would read timers in key order, from the start
+		// each chunk, rather than the few with bucket -1 by the index.
+		{"timers", `SELECT instance_id FROM timers WHERE bucket < 0 LIMIT ?`,
+			`UPDATE timers SET bucket = ? WHERE instance_id = ? AND bucket < 0`},
+	} {
+		for {
+			n, err := fillBucketChunk(ctx, db, q.pick, q.set)
+			if err != nil {
+				return fmt.Errorf("%s: %w", q.what, err)
+			}
+			if n < bucketChunk {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// fillBucketChunk sets the bucket of up to bucketChunk rows, whose instance
+// IDs pick lists, with set (args: bucket, ID), in one transaction. It
+// returns how many rows pick listed.
+func fillBucketChunk(ctx context.Context, db *sql.DB, pick, set string) (int, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	rows, err := tx.QueryContext(ctx, pick, bucketChunk)
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	upd, err := tx.PrepareContext(ctx, set)
+	if err != nil {
+		return 0, err
+	}
+	defer upd.Close()
+	for _, id := range distinct(ids) {
+		if _, err := upd.ExecContext(ctx, persistence.BucketOf(id), id); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), tx.Commit()
+}
+
+// distinct drops repeated IDs (an instance's timers), keeping the order.
+func distinct(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Close stops the writer after it finishes queued work and closes the

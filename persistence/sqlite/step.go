@@ -67,8 +67,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	pr := &preparer{ctx: ctx, db: db}
 	p := pr.prep
 	st.insertInstance = p(`INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
-			run, history_len, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (id) DO NOTHING`)
+			run, history_len, created_at, updated_at, bucket)
+		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, 0, 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	st.updateInstance = p(`UPDATE instances SET
 		history_len = CASE WHEN ?1 THEN ?2 ELSE history_len + ?2 END,
 		run = run + ?1,
@@ -92,7 +92,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.useMessageID = p(`INSERT INTO message_ids (msg_id, created_at) VALUES (?, ?) ON CONFLICT (msg_id) DO NOTHING`)
 	st.channelSubs = p(`SELECT instance_id, mode FROM subscriptions WHERE channel = ?`)
 	st.deleteTimer = p(`DELETE FROM timers WHERE instance_id = ? AND timer_id = ?`)
-	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due) VALUES (?, ?, ?) ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due`)
+	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due, bucket) VALUES (?, ?, ?, ?)
+		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due, bucket = excluded.bucket`)
 	st.instanceState = p(`SELECT status, lease_epoch, history_len FROM instances WHERE id = ?`)
 	st.savepoint = p(`SAVEPOINT step`)
 	st.acquireLease = p(`UPDATE instances SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires = ?,
@@ -164,8 +165,12 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		if step.RestartLog != nil {
 			restarts = step.RestartLog
 		}
+		expires := ns(c.LeaseExpires)
+		if step.LeaseTTL > 0 {
+			expires = now.Add(step.LeaseTTL).UnixNano()
+		}
 		r, err := tx.Stmt(s.st.insertInstance).Exec(c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch,
-			ns(c.LeaseExpires), rowcodec.EncodeTimes(restarts), now.UnixNano(), now.UnixNano())
+			expires, rowcodec.EncodeTimes(restarts), now.UnixNano(), now.UnixNano(), persistence.BucketOf(c.ID))
 		if err != nil {
 			return fmt.Errorf("sqlite: insert instance: %w", err)
 		}
@@ -268,8 +273,9 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 	}
 	if len(step.AddTimers) > 0 {
 		up := tx.Stmt(s.st.upsertTimer)
+		bucket := persistence.BucketOf(id)
 		for _, t := range step.AddTimers {
-			if _, err := up.Exec(id, t.ID, t.Due.UnixNano()); err != nil {
+			if _, err := up.Exec(id, t.ID, t.Due.UnixNano(), bucket); err != nil {
 				return fmt.Errorf("sqlite: add timer: %w", err)
 			}
 		}
@@ -476,13 +482,14 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 	})
 }
 
-// ReleaseLeases drops all of owner's leases.
+// ReleaseLeases drops all of owner's leases and fences their holders.
 func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 	if err := persistence.ValidateID("owner", owner); err != nil {
 		return err
 	}
 	return s.write(ctx, true, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0 WHERE lease_owner = ?`, owner)
+		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0, lease_epoch = lease_epoch + 1
+			WHERE lease_owner = ?`, owner)
 		if err != nil {
 			return fmt.Errorf("sqlite: release leases: %w", err)
 		}

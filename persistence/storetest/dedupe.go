@@ -59,7 +59,7 @@ func testDedupe(t *testing.T, st persistence.Store) {
 	if in, _ := st.Instance(ctx(), "b"); in.HistoryLen != 2 {
 		t.Fatalf("b history length = %d: the rest of the step was not applied", in.HistoryLen)
 	}
-	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), 0); len(ts) != 1 {
+	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), nil, 0); len(ts) != 1 {
 		t.Fatalf("timers = %+v: the rest of the step was not applied", ts)
 	}
 

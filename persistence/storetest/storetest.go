@@ -46,6 +46,11 @@ func Run(t *testing.T, open Factory) {
 		{"TerminalReleases", testTerminal},
 		{"Timers", testTimers},
 		{"Runnable", testRunnable},
+		{"Buckets", testBuckets},
+		{"BucketsAfterRelease", testBucketsAfterRelease},
+		{"ReleaseFences", testReleaseFences},
+		{"TimerBuckets", testTimerBuckets},
+		{"CreateLeaseTTL", testCreateLeaseTTL},
 		{"Cancel", testCancel},
 		{"ResetHistory", testReset},
 		{"ListAndStats", testList},
@@ -206,7 +211,7 @@ func testAtomic(t *testing.T, st persistence.Store) {
 	if len(h) != 1 {
 		t.Fatalf("history after failed step = %+v", h)
 	}
-	if ts, _ := st.DueTimers(ctx(), time.Now().Add(time.Hour), 0); len(ts) != 0 {
+	if ts, _ := st.DueTimers(ctx(), time.Now().Add(time.Hour), nil, 0); len(ts) != 0 {
 		t.Fatalf("timers after failed step = %+v", ts)
 	}
 	if stats, _ := st.ChannelStats(ctx()); len(stats) != 0 {
@@ -240,27 +245,28 @@ func testLeases(t *testing.T, st persistence.Store) {
 	if !after.LeaseExpires.After(before.LeaseExpires) {
 		t.Fatalf("renew did not extend: %v -> %v", before.LeaseExpires, after.LeaseExpires)
 	}
+	// Releasing fences the holder (epoch 4), acquiring takes epoch 5.
 	if err := st.ReleaseLeases(ctx(), "node-b"); err != nil {
 		t.Fatal(err)
 	}
 	in, err = st.AcquireLease(ctx(), "a", "node-c", time.Minute)
-	if err != nil || in.LeaseEpoch != 4 {
+	if err != nil || in.LeaseEpoch != 5 {
 		t.Fatalf("acquire released lease = %+v, %v", in, err)
 	}
 	_, err = st.AcquireLease(ctx(), "nope", owner, time.Minute)
 	wantErr(t, err, persistence.ErrNotFound)
 
 	// Passivate: release in a step, status waiting; acquiring makes it running.
-	apply(t, st, persistence.Step{Instance: "a", Epoch: 4, Status: persistence.StatusWaiting, ReleaseLease: true})
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 5, Status: persistence.StatusWaiting, ReleaseLease: true})
 	in, _ = st.Instance(ctx(), "a")
 	if in.Status != persistence.StatusWaiting || in.LeaseOwner != "" {
 		t.Fatalf("passivated = %+v", in)
 	}
 	in, err = st.AcquireLease(ctx(), "a", owner, time.Minute)
-	if err != nil || in.Status != persistence.StatusRunning || in.LeaseEpoch != 5 {
+	if err != nil || in.Status != persistence.StatusRunning || in.LeaseEpoch != 6 {
 		t.Fatalf("reactivated = %+v, %v", in, err)
 	}
-	apply(t, st, persistence.Step{Instance: "a", Epoch: 5, Status: persistence.StatusFailed, Error: "boom"})
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 6, Status: persistence.StatusFailed, Error: "boom"})
 	_, err = st.AcquireLease(ctx(), "a", owner, time.Minute)
 	wantErr(t, err, persistence.ErrInstanceDone)
 }
@@ -422,7 +428,7 @@ func testTerminal(t *testing.T, st persistence.Store) {
 	if subs, _ := st.Subscriptions(ctx(), "a"); len(subs) != 0 {
 		t.Fatalf("subscriptions kept: %+v", subs)
 	}
-	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), 0); len(ts) != 0 {
+	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), nil, 0); len(ts) != 0 {
 		t.Fatalf("timers kept: %+v", ts)
 	}
 	create(t, st, "b")
@@ -442,7 +448,7 @@ func testTimers(t *testing.T, st persistence.Store) {
 	now := time.Now()
 	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, AddTimers: []persistence.Timer{{ID: "late", Due: now.Add(time.Hour)}, {ID: "soon", Due: now.Add(time.Second)}}})
 	apply(t, st, persistence.Step{Instance: "b", Epoch: 1, AddTimers: []persistence.Timer{{ID: "mid", Due: now.Add(time.Minute)}}})
-	ts, err := st.DueTimers(ctx(), now.Add(2*time.Minute), 0)
+	ts, err := st.DueTimers(ctx(), now.Add(2*time.Minute), nil, 0)
 	if err != nil || len(ts) != 2 || ts[0].ID != "soon" || ts[0].Instance != "a" || ts[1].ID != "mid" {
 		t.Fatalf("due timers = %+v, %v", ts, err)
 	}
@@ -453,7 +459,7 @@ func testTimers(t *testing.T, st persistence.Store) {
 	_, err = st.Apply(ctx(), persistence.Step{Instance: "a", Epoch: 1, FireTimers: []string{"soon"}, History: []persistence.Event{ev(2, "timer_fired")}})
 	wantErr(t, err, persistence.ErrTimerGone)
 	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, CancelTimers: []string{"late", "never-existed"}})
-	ts, _ = st.DueTimers(ctx(), now.Add(48*time.Hour), 0)
+	ts, _ = st.DueTimers(ctx(), now.Add(48*time.Hour), nil, 0)
 	if len(ts) != 1 || ts[0].ID != "mid" {
 		t.Fatalf("timers left = %+v", ts)
 	}
@@ -463,10 +469,12 @@ func testTimers(t *testing.T, st persistence.Store) {
 }
 
 func testRunnable(t *testing.T, st persistence.Store) {
-	now := time.Now()
 	for _, id := range []string{"leased", "free", "idle", "mail", "queue", "cancel", "done"} {
 		create(t, st, id)
 	}
+	// A lease that has run out: the instance is runnable again.
+	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "expired", Workflow: "wf", LeaseOwner: "node-gone", LeaseEpoch: 1,
+		LeaseExpires: time.Now().Add(-time.Minute)}, History: []persistence.Event{ev(0, "started")}})
 	apply(t, st, persistence.Step{Instance: "queue", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "jobs", Mode: persistence.Competing}}})
 	for _, id := range []string{"free", "idle", "mail", "queue", "cancel"} {
 		step := persistence.Step{Instance: id, Epoch: 1, ReleaseLease: true}
@@ -480,19 +488,16 @@ func testRunnable(t *testing.T, st persistence.Store) {
 	if err := st.RequestCancel(ctx(), "cancel", "why"); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := st.Runnable(ctx(), now, 0)
+	ids, err := st.Runnable(ctx(), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(ids)
-	if fmt.Sprint(ids) != "[cancel free mail queue]" {
-		t.Fatalf("runnable = %v, want [cancel free mail queue]", ids)
+	if fmt.Sprint(ids) != "[cancel expired free mail queue]" {
+		t.Fatalf("runnable = %v, want [cancel expired free mail queue]", ids)
 	}
-	// Once leases expire, leased instances are runnable too.
-	ids, _ = st.Runnable(ctx(), now.Add(2*time.Minute), 0)
-	sort.Strings(ids)
-	if fmt.Sprint(ids) != "[cancel free leased mail queue]" {
-		t.Fatalf("runnable after expiry = %v", ids)
+	if ids, err := st.Runnable(ctx(), nil, 2); err != nil || len(ids) != 2 {
+		t.Fatalf("runnable with limit 2 = %v, %v", ids, err)
 	}
 }
 

@@ -28,6 +28,12 @@ func wantInvalid(t *testing.T, what string, err error, field string) {
 	}
 }
 
+// leaseTTL is s with its LeaseTTL set to d.
+func leaseTTL(s persistence.Step, d time.Duration) persistence.Step {
+	s.LeaseTTL = d
+	return s
+}
+
 func testValidation(t *testing.T, st persistence.Store) {
 	create(t, st, "a")
 	var (
@@ -71,6 +77,10 @@ func testValidation(t *testing.T, st persistence.Store) {
 		{"parent too long", spawn(func(c *persistence.Instance) { c.Parent = longID }), "Create.Parent"},
 		{"lease owner NUL", spawn(func(c *persistence.Instance) { c.LeaseOwner = nul }), "Create.LeaseOwner"},
 		{"create status unknown", spawn(func(c *persistence.Instance) { c.Status = "paused" }), "Create.Status"},
+		{"lease TTL negative", leaseTTL(spawn(func(*persistence.Instance) {}), -time.Second), "LeaseTTL"},
+		{"lease TTL without a create", step(func(s *persistence.Step) { s.LeaseTTL = time.Minute }), "LeaseTTL"},
+		{"lease TTL without an owner", leaseTTL(spawn(func(c *persistence.Instance) { c.LeaseOwner = "" }), time.Minute), "LeaseTTL"},
+		{"lease TTL and expiry", leaseTTL(spawn(func(c *persistence.Instance) { c.LeaseExpires = time.Now() }), time.Minute), "LeaseTTL"},
 		{"event kind NUL", step(func(s *persistence.Step) { s.History[0].Kind = nul }), "History[0].Kind"},
 		{"event name too long", step(func(s *persistence.Step) { s.History[0].Name = longName }), "History[0].Name"},
 		{"event ref NUL", step(func(s *persistence.Step) { s.History[1].Ref = nul }), "History[1].Ref"},
@@ -122,6 +132,10 @@ func testValidation(t *testing.T, st persistence.Store) {
 	wantInvalid(t, "acquire: owner", err, "owner")
 	wantInvalid(t, "renew: owner", st.RenewLeases(ctx(), longID, time.Minute), "owner")
 	wantInvalid(t, "release: owner", st.ReleaseLeases(ctx(), nul), "owner")
+	_, err = st.Runnable(ctx(), []int{0, persistence.NumBuckets}, 0)
+	wantInvalid(t, "runnable: bucket too large", err, "buckets[1]")
+	_, err = st.DueTimers(ctx(), time.Now(), []int{-1}, 0)
+	wantInvalid(t, "due timers: bucket negative", err, "buckets[0]")
 	_, err = st.Instance(ctx(), nul)
 	wantInvalid(t, "read instance", err, "id")
 	_, err = st.History(ctx(), badUTF8, 0)
@@ -152,7 +166,7 @@ func testValidation(t *testing.T, st persistence.Store) {
 	if stats, _ := st.ChannelStats(ctx()); len(stats) != 0 {
 		t.Fatalf("channels after invalid steps = %+v", stats)
 	}
-	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), 0); len(ts) != 0 {
+	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), nil, 0); len(ts) != 0 {
 		t.Fatalf("timers after invalid steps = %+v", ts)
 	}
 	ob := outboxOf(t, st)

@@ -1,0 +1,7 @@
+package postgres
+
+import "time"
+
+// SetClockOffset makes st read the local clock d off, as a host whose clock
+// is skewed would.
+func SetClockOffset(st *Store, d time.Duration) { st.clockOffset.Store(int64(d)) }
