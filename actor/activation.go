@@ -83,6 +83,7 @@ type activation struct {
 	// activation passivates at its next park with no work in flight, and
 	// its end wakes the new owner.
 	handover atomic.Bool
+	lost     atomic.Bool // the lease was taken over (see leaseLost)
 
 	// guarded by sys.mu
 	passivating bool
@@ -158,6 +159,17 @@ func (a *activation) deliver(sig signal) {
 	case sigStop:
 		a.stop()
 	}
+}
+
+// leaseLost stops an activation whose lease another node took; it reports
+// whether this call stopped it.
+func (a *activation) leaseLost() bool {
+	if !a.lost.CompareAndSwap(false, true) {
+		return false
+	}
+	a.hook(HookEvent{Kind: HookInstanceLost})
+	a.stop()
+	return true
 }
 
 func (a *activation) stop() {

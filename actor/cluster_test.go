@@ -120,11 +120,12 @@ type liveness struct {
 	mu    sync.Mutex
 	live  map[string]int
 	where map[string][]string // nodes that activated it, in order
+	lost  map[string]int      // per node: activations stopped because their lease was taken
 	max   int
 }
 
 func newLiveness() *liveness {
-	return &liveness{live: map[string]int{}, where: map[string][]string{}}
+	return &liveness{live: map[string]int{}, where: map[string][]string{}, lost: map[string]int{}}
 }
 
 func (l *liveness) hooks(node string) actor.Hooks {
@@ -138,6 +139,9 @@ func (l *liveness) hooks(node string) actor.Hooks {
 			l.max = max(l.max, l.live[e.Instance])
 		case actor.HookInstancePassivated, actor.HookInstanceCompleted, actor.HookInstanceFailed, actor.HookInstanceCancelled:
 			l.live[e.Instance]--
+		case actor.HookInstanceLost:
+			l.live[e.Instance]--
+			l.lost[node]++
 		}
 	})
 }
@@ -274,10 +278,10 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 	net.set([]string{"a", "b"}, nil)
 	l := newLiveness()
 	a := startClusterNode(t, st, net, "a", l)
-	// b's leases would outlive the test: only the take-over can explain
-	// its instances running on a.
+	// b stays up and keeps renewing its leases: only the take-over can
+	// explain its instances running on a.
 	b := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(waitMsg), NodeID: "b",
-		Cluster: net.node(), Hooks: l.hooks("b"), LeaseTTL: time.Hour})
+		Cluster: net.node(), Hooks: l.hooks("b"), LeaseTTL: time.Second})
 	ctx := testutil.Ctx(t, 60*time.Second)
 	var onB []actor.PID
 	for i := 0; len(onB) < 10; i++ {
@@ -314,4 +318,11 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 			t.Fatalf("%s finished, but its last activation was on %v", pid, ns)
 		}
 	}
+	// b finds at its next renewal that its leases were taken, and stops
+	// the activations it still had, without writing.
+	testutil.Eventually(t, 30*time.Second, "b stopped its taken-over activations", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.lost["b"] == len(onB)
+	})
 }

@@ -15,6 +15,10 @@ const (
 	HookInstanceActivated  HookKind = "instance.activated" // an activation took the instance: a spawn launched here, or a replay of its history
 	HookInstancePassivated HookKind = "instance.passivated"
 	HookInstanceRestarted  HookKind = "instance.restarted" // crashed; a new activation follows after a back-off
+	// HookInstanceLost: another node took the instance's lease over (this
+	// node was declared failed, or could not renew in time); the
+	// activation here stopped without writing.
+	HookInstanceLost HookKind = "instance.lost"
 	HookInstanceCompleted  HookKind = "instance.completed"
 	HookInstanceFailed     HookKind = "instance.failed"
 	HookInstanceCancelled  HookKind = "instance.cancelled"

@@ -428,9 +428,40 @@ func (s *System) renewLoop() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			if err := s.store.RenewLeases(s.ctx, s.cfg.NodeID, s.cfg.LeaseTTL); err != nil && s.ctx.Err() == nil {
-				s.log.Warn("lease renewal failed", "err", err)
-			}
+			s.renew()
+		}
+	}
+}
+
+// renew extends this node's leases and stops the activations whose lease
+// is gone: another node took the instance over (the cluster declared this
+// one failed, or its lease expired while it could not renew). They would
+// fail on their next write anyway; an idle one might not write for days.
+func (s *System) renew() {
+	s.mu.Lock()
+	before := make(map[string]*activation, len(s.acts))
+	for id, a := range s.acts {
+		before[id] = a
+	}
+	s.mu.Unlock()
+	held, err := s.store.RenewLeases(s.ctx, s.cfg.NodeID, s.cfg.LeaseTTL)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("lease renewal failed", "err", err)
+		}
+		return
+	}
+	for _, id := range held {
+		delete(before, id)
+	}
+	for id, a := range before {
+		s.mu.Lock()
+		// Still the same live activation, and not giving the lease back
+		// itself meanwhile (passivating, finishing).
+		lost := s.acts[id] == a && !a.passivating && !s.stopping
+		s.mu.Unlock()
+		if lost && a.leaseLost() {
+			s.log.Warn("lease taken over by another node; activation stopped", "instance", id)
 		}
 	}
 }
@@ -730,7 +761,11 @@ func (s *System) load(id string) (*activation, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, cur.Workflow, id)
 	}
-	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
+	// Without a cluster every node hears every wake-up: skip the write when
+	// another node's lease looks live. In a cluster the wake-ups go to the
+	// owner, and the store alone judges the lease, by its own clock (a
+	// node whose clock lags must not wait out its lag).
+	if s.cluster == nil && cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
 		return nil, persistence.ErrLeaseHeld
 	}
 	inst, err := s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL)

@@ -347,8 +347,11 @@ type Store interface {
 	// never starts to run down while the call waits for a connection or a
 	// lock.
 	AcquireLease(ctx context.Context, id, owner string, ttl time.Duration) (Instance, error)
-	// RenewLeases extends every lease owner holds to now+ttl.
-	RenewLeases(ctx context.Context, owner string, ttl time.Duration) error
+	// RenewLeases extends every lease owner holds to now+ttl and returns
+	// the IDs of those instances, in no particular order: an activation
+	// whose instance is missing lost its lease (another node took it over)
+	// and must stop.
+	RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]string, error)
 	// ReleaseLeases drops every lease owner holds and increments the lease
 	// epoch of each instance it releases, so that an activation still
 	// running under such a lease fails its next write with ErrFenced. A

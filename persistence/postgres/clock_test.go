@@ -69,7 +69,7 @@ func TestLeasesUseServerClock(t *testing.T) {
 		leaseWithin(t, "skew "+skew.String()+": acquired", in.LeaseExpires, lo, hi, 2*ttl)
 
 		lo = serverNow(t, pool)
-		if err := st.RenewLeases(bg, "n", 3*ttl); err != nil {
+		if _, err := st.RenewLeases(bg, "n", 3*ttl); err != nil {
 			t.Fatal(err)
 		}
 		hi = serverNow(t, pool)
@@ -124,7 +124,7 @@ func TestLeaseRunsFromLockGrant(t *testing.T) {
 		call func() error
 	}{
 		{"acquire", func() error { _, err := st.AcquireLease(bg, "a", "n", ttl); return err }},
-		{"renew", func() error { return st.RenewLeases(bg, "n", ttl) }},
+		{"renew", func() error { _, err := st.RenewLeases(bg, "n", ttl); return err }},
 	} {
 		// Another transaction locks the row without changing it, so that
 		// nothing makes the server evaluate the waiting statement again.

@@ -790,7 +790,7 @@ func TestMixedWorkloadAcrossStores(t *testing.T) {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			if err := timed(func() error { return stores[i%2].RenewLeases(bg, "n", time.Hour) }); err != nil {
+			if err := timed(func() error { _, err := stores[i%2].RenewLeases(bg, "n", time.Hour); return err }); err != nil {
 				t.Error(err)
 			}
 			err := timed(func() error { return stores[(i+1)%2].RequestCancel(bg, ids[i%n], "test") })

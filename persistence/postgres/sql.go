@@ -258,7 +258,8 @@ var statements = map[string]string{
 	// cannot deadlock with a batch; and before the new expiry is computed.
 	sqlRenewLeases: `UPDATE instances i SET lease_expires = ` + serverNowNS + ` + $2::bigint
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
-		WHERE i.id = l.id AND i.lease_owner = $1::text`,
+		WHERE i.id = l.id AND i.lease_owner = $1::text
+		RETURNING i.id`,
 	// A new epoch fences whoever still runs under a released lease.
 	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l

@@ -331,16 +331,20 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 }
 
 // RenewLeases extends all of owner's leases.
-func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
+func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]string, error) {
 	if err := persistence.ValidateID("owner", owner); err != nil {
-		return err
+		return nil, err
 	}
-	return s.retry(ctx, func() error {
-		if _, err := s.pool.Exec(ctx, sqlRenewLeases, owner, int64(ttl)); err != nil {
+	var ids []string
+	err := s.retry(ctx, func() error {
+		rows, _ := s.pool.Query(ctx, sqlRenewLeases, owner, int64(ttl))
+		var err error
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return fmt.Errorf("postgres: renew leases: %w", err)
 		}
 		return nil
 	})
+	return ids, err
 }
 
 // ReleaseLeases drops all of owner's leases and fences their holders.

@@ -469,17 +469,31 @@ func (s *Store) AcquireLease(ctx context.Context, id, owner string, ttl time.Dur
 }
 
 // RenewLeases extends all of owner's leases.
-func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) error {
+func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]string, error) {
 	if err := persistence.ValidateID("owner", owner); err != nil {
-		return err
+		return nil, err
 	}
-	return s.write(ctx, true, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`UPDATE instances SET lease_expires = ? WHERE lease_owner = ?`, time.Now().Add(ttl).UnixNano(), owner)
+	var ids []string
+	err := s.write(ctx, true, func(tx *sql.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.Query(`UPDATE instances SET lease_expires = ? WHERE lease_owner = ? RETURNING id`, time.Now().Add(ttl).UnixNano(), owner)
 		if err != nil {
+			return fmt.Errorf("sqlite: renew leases: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("sqlite: renew leases: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
 			return fmt.Errorf("sqlite: renew leases: %w", err)
 		}
 		return nil
 	})
+	return ids, err
 }
 
 // ReleaseLeases drops all of owner's leases and fences their holders.

@@ -238,12 +238,21 @@ func testLeases(t *testing.T, st persistence.Store) {
 	apply(t, st, persistence.Step{Instance: "a", Epoch: 3, History: []persistence.Event{ev(1, "x")}})
 
 	before, _ := st.Instance(ctx(), "a")
-	if err := st.RenewLeases(ctx(), "node-b", time.Hour); err != nil {
+	renewed, err := st.RenewLeases(ctx(), "node-b", time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
 	after, _ := st.Instance(ctx(), "a")
 	if !after.LeaseExpires.After(before.LeaseExpires) {
 		t.Fatalf("renew did not extend: %v -> %v", before.LeaseExpires, after.LeaseExpires)
+	}
+	// The renewal names what it renewed: an activation can tell that its
+	// lease was taken.
+	if len(renewed) != 1 || renewed[0] != "a" {
+		t.Fatalf("renew returned %v, want [a]", renewed)
+	}
+	if renewed, err := st.RenewLeases(ctx(), owner, time.Hour); err != nil || len(renewed) != 0 {
+		t.Fatalf("renew by the former holder = %v, %v; want none", renewed, err)
 	}
 	// Releasing fences the holder (epoch 4), acquiring takes epoch 5.
 	if err := st.ReleaseLeases(ctx(), "node-b"); err != nil {
