@@ -75,7 +75,7 @@ type Cluster struct {
 	leaving     map[string]time.Time // sent a Leaving notice (when)
 
 	heardMu sync.Mutex
-	heard   map[string]time.Time // gossip address -> last packet from it
+	heard   map[string]time.Time // "addr ip:port" or "name node" -> last direct contact
 }
 
 // member is what the Cluster knows of a node.
@@ -119,15 +119,19 @@ func New(cfg Config) (*Cluster, error) {
 // first; the Cluster is then closed.
 //
 // From then on the Cluster calls h.Wake with the IDs that other nodes
-// wake, and h.Changed from one goroutine after each change of membership,
+// wake, and h.Changed from one goroutine after each change of ownership,
 // a burst of changes coalescing into one call. Changed's dead lists the
 // nodes that gossip declared dead (failed probes, not a graceful Leave)
 // since the previous call — but only while this node sees at least half
-// of the nodes it has known recently (alive or suspect members, plus those
-// that died or left within RecentWindow), counting only members that
-// answer probes. A node that sees fewer may be the one that is cut off, so
-// it leaves the dead out for good and lets their leases expire instead of
-// taking them over.
+// of the nodes it has known recently: the live members plus those that
+// died or left within RecentWindow. It sees itself and the live members
+// it heard from directly (a packet, or an ack to its probe) within half
+// the longest suspicion time. A node that sees fewer may be the one that
+// is cut off: it cannot hear anyone, while memberlist still lists the
+// members it has not yet declared dead. So it leaves the dead out, for
+// good, and their leases expire instead of being taken over. A node
+// declared dead is reported after a grace of one ProbeInterval, in which a
+// leaving notice that came late still makes it a graceful leave.
 func (c *Cluster) Join(ctx context.Context, h actor.ClusterHost) (err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -154,7 +158,9 @@ func (c *Cluster) Join(ctx context.Context, h actor.ClusterHost) (err error) {
 	defer func() {
 		if err != nil {
 			c.closed = true
-			c.shutdown()
+			if serr := c.shutdown(); serr != nil {
+				c.log.Debug("cluster: clean up after a failed join", "err", serr)
+			}
 		}
 	}()
 
@@ -206,6 +212,7 @@ func (c *Cluster) Join(ctx context.Context, h actor.ClusterHost) (err error) {
 	mc.SecretKey = c.cfg.SecretKey
 	mc.Delegate = &delegate{c: c, meta: meta}
 	mc.Events = events{c}
+	mc.Ping = pings{c}
 	mc.Logger = mlog
 	mc.LogOutput = nil
 	ml, err := memberlist.Create(mc)

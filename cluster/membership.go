@@ -110,10 +110,15 @@ func (c *Cluster) sendLeaving(ml *memberlist.Memberlist) {
 
 // hear records a packet from the gossip address from; the transport calls
 // it for every packet that comes in.
-func (c *Cluster) hear(from string) {
+func (c *Cluster) hear(from string) { c.heardOf("addr", from) }
+
+// heardOf records direct contact with a member, by gossip address or by
+// name: behind NAT a member's packets come from another address than the
+// one it advertises, and only the acks to this node's probes name it.
+func (c *Cluster) heardOf(kind, key string) {
 	now := time.Now()
 	c.heardMu.Lock()
-	c.heard[from] = now
+	c.heard[kind+" "+key] = now
 	c.heardMu.Unlock()
 }
 
@@ -127,7 +132,7 @@ func (c *Cluster) deadGrace() time.Duration { return c.cfg.ProbeInterval }
 // nobody confirms suspicions for, takes to declare anyone dead. By then it
 // has heard from nobody for longer than the window and sees only itself,
 // whereas a healthy node hears from each member at least once per probe
-// round.
+// round (probes go both ways), more often with gossip.
 func (c *Cluster) seenWindow(n int) time.Duration {
 	scale := math.Max(1, math.Log10(math.Max(1, float64(n))))
 	least := time.Duration(float64(c.cfg.SuspicionMult) * scale * float64(c.cfg.ProbeInterval))
@@ -174,7 +179,7 @@ func (c *Cluster) takeDead() (dead []string, later time.Duration) {
 	window := c.seenWindow(known)
 	seen := 0
 	for _, m := range live {
-		if m.name == c.name || now.Sub(heard[m.gossipAddr]) <= window {
+		if m.name == c.name || now.Sub(heard["addr "+m.gossipAddr]) <= window || now.Sub(heard["name "+m.name]) <= window {
 			seen++
 		}
 	}
@@ -213,6 +218,16 @@ type events struct{ c *Cluster }
 func (e events) NotifyJoin(n *memberlist.Node)   { e.c.memberEvent(n, true) }
 func (e events) NotifyLeave(n *memberlist.Node)  { e.c.memberEvent(n, false) }
 func (e events) NotifyUpdate(n *memberlist.Node) { e.c.poke() }
+
+// pings is the memberlist PingDelegate: an ack to this node's probe is
+// direct contact with the member.
+type pings struct{ c *Cluster }
+
+func (pings) AckPayload() []byte { return nil }
+
+func (p pings) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) {
+	p.c.heardOf("name", n.Name)
+}
 
 // delegate is the memberlist Delegate: it gives memberlist the node's
 // metadata (its remote address) and takes leaving notices.

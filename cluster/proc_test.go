@@ -217,7 +217,10 @@ func trySpawn(t *testing.T, s spec) (*proc, error) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	// Under -race a process sleeps a second at exit by default, for
+	// goroutines to report races; its Close has returned by then.
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw),
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=100"))
 	p := &proc{t: t, name: s.Name, cmd: cmd, out: make(chan string, 16), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if p.in, err = cmd.StdinPipe(); err != nil {
