@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -356,5 +357,28 @@ func TestPartitionAndHeal(t *testing.T) {
 	}
 	if got := a.woken(); slices.Contains(got, "out") {
 		t.Errorf("a wake-up crossed the partition out of c: %v", got)
+	}
+}
+
+func TestJoinFailsOnABusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg := cluster.Loopback()
+	cfg.RemoteBindPort = l.Addr().(*net.TCPAddr).Port
+	c, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Join(testutil.Ctx(t, wait), (&host{}).of("busy", testutil.Logger())); err == nil {
+		t.Fatal("joined with the remote port taken")
+	}
+	if err := c.Join(testutil.Ctx(t, wait), (&host{}).of("busy", testutil.Logger())); !errors.Is(err, cluster.ErrClosed) {
+		t.Fatalf("Join after a failed Join: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

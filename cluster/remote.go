@@ -94,15 +94,18 @@ func startEndpointAt(cfg Config, port int, gossipIP string, log *slog.Logger, on
 		// Start panics when it cannot listen or its actors do not start.
 		if r := recover(); r != nil {
 			sys.Shutdown()
-			ep, err = nil, fmt.Errorf("cluster: start remote endpoint on %s: %v", net.JoinHostPort(cfg.RemoteBindAddr, strconv.Itoa(port)), r)
+			cause, ok := r.(error)
+			if !ok {
+				cause = fmt.Errorf("%v", r)
+			}
+			ep, err = nil, fmt.Errorf("cluster: start remote endpoint on %s: %w", net.JoinHostPort(cfg.RemoteBindAddr, strconv.Itoa(port)), cause)
 		}
 	}()
 	rem.Start()
 	props := actor.PropsFromProducer(func() actor.Actor { return receiver(onWake) })
 	pid, err := sys.Root.SpawnNamed(props, receiverName)
 	if err != nil {
-		rem.Shutdown(true)
-		sys.Shutdown()
+		(&endpoint{sys: sys, rem: rem}).stop()
 		return nil, fmt.Errorf("cluster: spawn the wake receiver: %w", err)
 	}
 	return &endpoint{sys: sys, rem: rem, receiver: pid, addr: addr}, nil
@@ -126,8 +129,10 @@ func (e *endpoint) send(addr string, msg *wire.Wake) {
 // actors by name leaves the map alone.
 func (e *endpoint) stop() {
 	log := e.sys.Logger()
-	if err := e.sys.Root.StopFuture(e.receiver).Wait(); err != nil {
-		log.Debug("cluster: stop the wake receiver", "err", err)
+	if e.receiver != nil {
+		if err := e.sys.Root.StopFuture(e.receiver).Wait(); err != nil {
+			log.Debug("cluster: stop the wake receiver", "err", err)
+		}
 	}
 	e.rem.Shutdown(false)
 	for _, name := range []string{"EndpointSupervisor", "activator"} {
