@@ -1,0 +1,140 @@
+package cluster_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/internal/testutil"
+)
+
+// ca is a certificate authority made for one test.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newCA(t *testing.T) *ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "norn test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &ca{cert: cert, key: key, pool: pool}
+}
+
+// leaf is a node certificate for 127.0.0.1, good for serving and dialing.
+func (c *ca) leaf(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "norn node"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// spec is TLS material for one node: the CA and a leaf of its own.
+func (c *ca) spec(t *testing.T) *tlsSpec {
+	t.Helper()
+	leaf := c.leaf(t)
+	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tlsSpec{
+		CA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}),
+		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
+		Key:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}),
+	}
+}
+
+// clientTLS trusts this CA and shows a node certificate of it.
+func (c *ca) clientTLS(t *testing.T) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{c.leaf(t)},
+		RootCAs:      c.pool,
+		MinVersion:   tls.VersionTLS12,
+	}
+}
+
+func TestRemoteOverTLS(t *testing.T) {
+	authority := newCA(t)
+	a := spawn(t, spec{Name: "a", TLS: authority.spec(t)})
+	b := spawn(t, spec{Name: "b", Seeds: []string{a.self.GossipAddr}, TLS: authority.spec(t)})
+	agree(t, []*proc{a, b}, "a", "b")
+
+	a.wake("b", "over-tls")
+	testutil.Eventually(t, wait, "b is woken over TLS", func() bool {
+		return slices.Equal(b.woken(), []string{"over-tls"})
+	})
+
+	// The gRPC server speaks first (its settings frame) once it accepts a
+	// client; a refused client reads the TLS alert instead.
+	read := func(cfg *tls.Config) error {
+		cfg.NextProtos = []string{"h2"}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", b.self.RemoteAddr, cfg)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(wait)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Read(make([]byte, 1))
+		return err
+	}
+	if err := read(authority.clientTLS(t)); err != nil {
+		t.Fatalf("a client with a certificate of the cluster's CA: %v", err)
+	}
+	stranger := newCA(t).clientTLS(t)
+	stranger.RootCAs = authority.pool // it trusts the server, but the server does not trust it
+	if err := read(stranger); err == nil {
+		t.Fatal("a client with a certificate of another CA was served")
+	}
+	anonymous := &tls.Config{RootCAs: authority.pool, MinVersion: tls.VersionTLS12}
+	if err := read(anonymous); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+}
