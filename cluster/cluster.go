@@ -85,6 +85,7 @@ type member struct {
 	ip         net.IP
 	port       uint16
 	remoteAddr string
+	client     bool // owns nothing (Config.Client)
 	state      MemberState
 	since      time.Time // of state
 }
@@ -185,7 +186,7 @@ func (c *Cluster) Join(ctx context.Context, h actor.ClusterHost) (err error) {
 	if err != nil {
 		return err
 	}
-	meta, err := proto.Marshal(&wire.NodeMeta{RemoteAddr: c.ep.addr})
+	meta, err := proto.Marshal(&wire.NodeMeta{RemoteAddr: c.ep.addr, Client: c.cfg.Client})
 	if err != nil {
 		return fmt.Errorf("cluster: encode node metadata: %w", err)
 	}
@@ -370,8 +371,11 @@ func (c *Cluster) Leave(ctx context.Context) error {
 	close(c.leave)
 	ml := c.ml.Load()
 	c.sendLeaving(ml)
+	// memberlist waits until its leave broadcast went out; when the
+	// others are leaving or gone too it never does. TCPTimeout bounds that
+	// wait, so that the caller's context is left for stopping the node.
 	timeout := c.cfg.TCPTimeout
-	if d, ok := ctx.Deadline(); ok {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = time.Until(d)
 	}
 	if err := ml.Leave(timeout); err != nil {
@@ -455,6 +459,8 @@ type Member struct {
 	GossipAddr string
 	// RemoteAddr is the node's remote (wake-up) address, host:port.
 	RemoteAddr string
+	// Client is set for members that own no instances (Config.Client).
+	Client bool
 	// State is alive, or, within RecentWindow, dead or left.
 	State MemberState
 }
@@ -467,7 +473,7 @@ func (c *Cluster) Members() []Member {
 	now := time.Now()
 	for _, m := range c.known() {
 		if m.state == StateAlive || now.Sub(m.since) <= c.cfg.RecentWindow {
-			out = append(out, Member{Name: m.name, GossipAddr: m.gossipAddr, RemoteAddr: m.remoteAddr, State: m.state})
+			out = append(out, Member{Name: m.name, GossipAddr: m.gossipAddr, RemoteAddr: m.remoteAddr, Client: m.client, State: m.state})
 		}
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
@@ -487,7 +493,7 @@ func (c *Cluster) rebuild() *table {
 			continue
 		}
 		remote[m.name] = m.remoteAddr
-		if m.name == c.name && left {
+		if m.name == c.name && left || m.client {
 			continue
 		}
 		names = append(names, m.name)

@@ -115,12 +115,19 @@ type Config struct {
 	// it still counts among the nodes known recently (see Changed in Join)
 	// and, when dead, is a rejoin target. Default 5m; Loopback 30s.
 	RecentWindow time.Duration
+	// Client makes the node a member that owns no instances: it spawns,
+	// sends, publishes, cancels and awaits like any node (its wake-ups go
+	// to the owners), but hosts no activation and fires no timer. For API
+	// front ends, tools and the process that drives a test. Default false.
+	Client bool
+
 	// WakeQueue is how many outgoing Wake calls may wait for the sender;
 	// more are dropped (the store keeps the work). Default 4096.
 	WakeQueue int
 
-	// Logger receives the cluster's logs, memberlist's at debug level and
-	// protoactor's at theirs. Default: the Logger of the ClusterHost given
+	// Logger receives the cluster's logs, and memberlist's and protoactor's
+	// at debug level (they report each lost probe or connection to a node
+	// that went away as an error). Default: the Logger of the ClusterHost given
 	// to Join, or slog.Default() if that is nil too.
 	Logger *slog.Logger
 }

@@ -37,3 +37,26 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// debugOnly passes a library's records on at debug level, keeping their
+// own level as an attribute: protoactor reports every lost connection to a
+// node that died or left as an error, which is routine in a cluster; the
+// cluster logs what matters (dead nodes, ownership) itself.
+type debugOnly struct{ h slog.Handler }
+
+func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+	out.AddAttrs(slog.String("lib_level", r.Level.String()))
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	return d.h.Handle(ctx, out)
+}
+
+func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(as)} }
+func (d debugOnly) WithGroup(name string) slog.Handler    { return debugOnly{d.h.WithGroup(name)} }

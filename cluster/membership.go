@@ -28,6 +28,7 @@ func (c *Cluster) memberEvent(n *memberlist.Node, joined bool) {
 		ip:         slices.Clone(n.Addr),
 		port:       n.Port,
 		remoteAddr: remoteAddrOf(n.Meta),
+		client:     clientOf(n.Meta),
 		state:      StateAlive,
 		since:      now,
 	}
@@ -262,4 +263,10 @@ func remoteAddrOf(meta []byte) string {
 		return ""
 	}
 	return m.GetRemoteAddr()
+}
+
+// clientOf reads the client flag from a member's metadata.
+func clientOf(meta []byte) bool {
+	var m wire.NodeMeta
+	return proto.Unmarshal(meta, &m) == nil && m.GetClient()
 }

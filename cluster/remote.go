@@ -77,7 +77,7 @@ func startEndpointAt(cfg Config, port int, gossipIP string, log *slog.Logger, on
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(advPort))
 
-	plog := log.With("lib", "protoactor")
+	plog := slog.New(debugOnly{log.Handler()}).With("lib", "protoactor")
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
 	opts := []remote.ConfigOption{
 		remote.WithAdvertisedHost(addr),

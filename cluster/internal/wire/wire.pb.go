@@ -84,7 +84,9 @@ func (x *Wake) GetFrom() string {
 type NodeMeta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Address (host:port) of the node's remote (Wake) endpoint.
-	RemoteAddr    string `protobuf:"bytes,1,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	RemoteAddr string `protobuf:"bytes,1,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	// A client member owns no instances (see Config.Client).
+	Client        bool `protobuf:"varint,2,opt,name=client,proto3" json:"client,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +126,13 @@ func (x *NodeMeta) GetRemoteAddr() string {
 		return x.RemoteAddr
 	}
 	return ""
+}
+
+func (x *NodeMeta) GetClient() bool {
+	if x != nil {
+		return x.Client
+	}
+	return false
 }
 
 // Leaving is what a node sends every member, over gossip's reliable
@@ -182,10 +191,11 @@ const file_wire_proto_rawDesc = "" +
 	"wire.proto\x12\x11norn.cluster.wire\"8\n" +
 	"\x04Wake\x12\x1c\n" +
 	"\tinstances\x18\x01 \x03(\tR\tinstances\x12\x12\n" +
-	"\x04from\x18\x02 \x01(\tR\x04from\"+\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"C\n" +
 	"\bNodeMeta\x12\x1f\n" +
 	"\vremote_addr\x18\x01 \x01(\tR\n" +
-	"remoteAddr\"\x1d\n" +
+	"remoteAddr\x12\x16\n" +
+	"\x06client\x18\x02 \x01(\bR\x06client\"\x1d\n" +
 	"\aLeaving\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04nodeB0Z.github.com/nornlabs/norn/cluster/internal/wireb\x06proto3"
 
