@@ -18,13 +18,13 @@ const (
 	// HookInstanceLost: another node took the instance's lease over (this
 	// node was declared failed, or could not renew in time); the
 	// activation here stopped without writing.
-	HookInstanceLost HookKind = "instance.lost"
-	HookInstanceCompleted  HookKind = "instance.completed"
-	HookInstanceFailed     HookKind = "instance.failed"
-	HookInstanceCancelled  HookKind = "instance.cancelled"
-	HookActivityStarted    HookKind = "activity.started"
-	HookActivityFinished   HookKind = "activity.finished" // Err set if the attempt failed
-	HookActivityRetried    HookKind = "activity.retried"  // Duration is the back-off
+	HookInstanceLost      HookKind = "instance.lost"
+	HookInstanceCompleted HookKind = "instance.completed"
+	HookInstanceFailed    HookKind = "instance.failed"
+	HookInstanceCancelled HookKind = "instance.cancelled"
+	HookActivityStarted   HookKind = "activity.started"
+	HookActivityFinished  HookKind = "activity.finished" // Err set if the attempt failed
+	HookActivityRetried   HookKind = "activity.retried"  // Duration is the back-off
 	// HookActivityAbandoned: an attempt ignored its context past its timeout
 	// (or a cancel, or shutdown) and was left running; its result is dropped.
 	HookActivityAbandoned  HookKind = "activity.abandoned"

@@ -131,8 +131,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sys, err := actor.Start(ctx, actor.Config{
 		Store: st, NodeID: cfg.NodeID, Cluster: cl, LeaseTTL: cfg.LeaseTTL, PassivateAfter: cfg.PassivateAfter,
 		RecoveryInterval: cfg.RecoveryInterval,
-		Workflows: actor.Register(Sleeper(cfg.NodeID), Ponger, Pinger),
-		Hooks:     reporter{node: cfg.NodeID, out: out},
+		Workflows:        actor.Register(Sleeper(cfg.NodeID), Ponger, Pinger),
+		Hooks:            reporter{node: cfg.NodeID, out: out},
 	})
 	if err != nil {
 		_ = st.Close()
