@@ -362,13 +362,6 @@ func (s *System) Stop(ctx context.Context) error {
 		acts = append(acts, a)
 	}
 	s.mu.Unlock()
-	if s.cluster != nil {
-		// First, so that the other nodes own this node's buckets (and load
-		// their timers) by the time its leases are released.
-		if err := s.cluster.Leave(ctx); err != nil {
-			s.log.Warn("leaving the cluster failed; the others will find this node gone", "err", err)
-		}
-	}
 	for _, a := range acts {
 		a.signal(sigStop)
 	}
@@ -391,8 +384,14 @@ func (s *System) Stop(ctx context.Context) error {
 		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
 	}
 	if s.cluster != nil {
-		// Hand the instances that were live here to their new owners now,
-		// rather than at their next recovery scan.
+		// Only now, with the leases released: the other nodes take this
+		// node's buckets as they learn that it left, and find its
+		// instances free to activate (and load their timers).
+		if lerr := s.cluster.Leave(ctx); lerr != nil {
+			s.log.Warn("leaving the cluster failed; the others will find this node gone", "err", lerr)
+		}
+		// And wake the new owners of what was live here, in case a scan
+		// ran before it could see the leases released.
 		ids := make([]string, 0, len(acts))
 		for _, a := range acts {
 			ids = append(ids, a.id)

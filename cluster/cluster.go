@@ -404,6 +404,7 @@ func (c *Cluster) Close() error {
 // shutdown stops whatever Join started.
 func (c *Cluster) shutdown() error {
 	var errs []error
+	c.flush()
 	if c.stop != nil {
 		close(c.stop)
 	}
@@ -601,6 +602,24 @@ func (c *Cluster) send() {
 			default:
 				c.ep.send(w.addr, &wire.Wake{Instances: w.ids, From: c.name})
 			}
+		}
+	}
+}
+
+// flush hands the wake-ups still queued to the remote endpoint before it
+// stops: a node that stops wakes the new owners of its instances last.
+func (c *Cluster) flush() {
+	if c.outbox == nil || c.partitioned.Load() {
+		return
+	}
+	for {
+		select {
+		case w := <-c.outbox:
+			if w.node != c.name {
+				c.ep.send(w.addr, &wire.Wake{Instances: w.ids, From: c.name})
+			}
+		default:
+			return
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testutil.RunChildRole(nodeRoles) // system_test.go: whole nodes
 	if raw := os.Getenv(childEnv); raw != "" {
 		os.Exit(runChild(raw))
 	}

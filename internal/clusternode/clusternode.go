@@ -54,6 +54,8 @@ type Config struct {
 type Node struct {
 	Sys     *actor.System
 	Cluster *cluster.Cluster
+	// Sleeper is the node's sleeper workflow, to spawn with.
+	Sleeper *actor.WorkflowDef[SleepInput, string]
 	store   persistence.Store
 	out     *lineWriter
 }
@@ -128,17 +130,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.PassivateAfter == 0 {
 		cfg.PassivateAfter = time.Hour
 	}
+	sleeper := Sleeper(cfg.NodeID)
 	sys, err := actor.Start(ctx, actor.Config{
 		Store: st, NodeID: cfg.NodeID, Cluster: cl, LeaseTTL: cfg.LeaseTTL, PassivateAfter: cfg.PassivateAfter,
 		RecoveryInterval: cfg.RecoveryInterval,
-		Workflows:        actor.Register(Sleeper(cfg.NodeID), Ponger, Pinger),
+		Workflows:        actor.Register(sleeper, Ponger, Pinger),
 		Hooks:            reporter{node: cfg.NodeID, out: out},
 	})
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
-	n := &Node{Sys: sys, Cluster: cl, store: st, out: out}
+	n := &Node{Sys: sys, Cluster: cl, Sleeper: sleeper, store: st, out: out}
 	for _, m := range cl.Members() {
 		if m.Name == cfg.NodeID {
 			out.line("ready %s %s", cfg.NodeID, m.GossipAddr)
