@@ -5,10 +5,16 @@
 //
 // Give every node a Config (LAN for a real network, Loopback for nodes on
 // one host), the gossip address of one or more running nodes as Seeds, and
-// the Cluster from New to the System; the System joins, asks Owner which
-// node hosts an instance, Wakes other nodes, and Leaves and Closes on
-// Stop. Each node needs its gossip port (UDP and TCP) and its remote port
-// (TCP) open to the others.
+// the Cluster from New to the System (actor.Config.Cluster); the System
+// joins, asks Owner which node hosts an instance, Wakes other nodes, and
+// Leaves and Closes on Stop. Each node needs its gossip port (UDP and TCP)
+// and its remote port (TCP) open to the others. All nodes share one store:
+// a PostgreSQL database, or an SQLite file for processes on one host.
+// A member with Config.Client set owns nothing: API front ends and tools
+// spawn, send and await through it while the other nodes run the work.
+//
+// Each node runs one Cluster per process (protoactor's remote endpoint
+// keeps process-wide state).
 //
 // Ownership: each bucket (persistence.BucketOf of an instance ID) belongs
 // to the live member whose hash with it is highest. Every node computes

@@ -4,53 +4,70 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/cluster"
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
 func Example() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "norn-cluster-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	// Nodes on one host may share an SQLite file; on several hosts they
+	// share a PostgreSQL database.
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "norn.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
 	cfg := cluster.Loopback() // cluster.LAN() on a real network
 	// The first node lists no seeds; the others list its gossip address,
 	// e.g. cfg.Seeds = []string{"10.0.0.1:7946"}.
 	cfg.SecretKey = []byte("0123456789abcdef0123456789abcdef")
-	c, err := cluster.New(cfg)
+	cl, err := cluster.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	// A System takes the Cluster in its Config and calls Join, Owner,
-	// Wake, Leave and Close itself:
-	//
-	//	sys, err := actor.Start(ctx, actor.Config{Store: store, Cluster: c})
-	//
-	// Here a stand-in host plays the System's part.
-	var _ actor.Cluster = c
-	ctx := context.Background()
-	err = c.Join(ctx, actor.ClusterHost{
-		NodeID:  "node-1",
-		Wake:    func(ids []string) {},
-		Changed: func(dead []string) {},
-		Logger:  slog.New(slog.DiscardHandler),
+	greet := actor.Workflow("greet", func(ctx *actor.Context, name string) (string, error) {
+		return "hello " + name, nil
 	})
+	// The System joins the cluster, hosts the instances this node owns,
+	// and leaves it on Stop.
+	sys, err := actor.Start(ctx, actor.Config{Store: store, NodeID: "node-1", Cluster: cl, Workflows: actor.Register(greet)})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
-
+	pid, err := actor.Spawn(ctx, sys, greet, "cluster", actor.WithID("greet-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := actor.Await(ctx, sys, greet, pid)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(out)
 	// Alone, the node owns every bucket.
-	fmt.Println(c.Owner(persistence.BucketOf("order-42")))
-	for _, m := range c.Members() {
+	fmt.Println("owner:", cl.Owner(persistence.BucketOf(string(pid))))
+	for _, m := range cl.Members() {
 		fmt.Println(m.Name, m.State)
 	}
-	if err := c.Leave(ctx); err != nil {
+	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sys.Stop(stop); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("after Leave: %q\n", c.Owner(persistence.BucketOf("order-42")))
 	// Output:
-	// node-1
+	// hello cluster
+	// owner: node-1
 	// node-1 alive
-	// after Leave: ""
 }
