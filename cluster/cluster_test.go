@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -22,7 +23,15 @@ func TestMain(m *testing.M) {
 	if raw := os.Getenv(childEnv); raw != "" {
 		os.Exit(runChild(raw))
 	}
-	goleak.VerifyTestMain(m, protoactorGoroutines()...)
+	code := m.Run()
+	testutil.StopPostgres() // system_test.go may have started one
+	if code == 0 {
+		if err := goleak.Find(protoactorGoroutines()...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // protoactorGoroutines are goroutines of protoactor that Close cannot end.

@@ -96,7 +96,12 @@ type nodeEvent struct {
 }
 
 func newNodeSet(t *testing.T, env ...string) *nodeSet {
-	return &nodeSet{t: t, store: testutil.SQLitePath(t), env: env, nodes: map[string]*testutil.Child{}, ready: map[string]bool{}}
+	return newNodeSetOn(t, testutil.SQLitePath(t), env...)
+}
+
+// newNodeSetOn is newNodeSet on the given store (a path or a URL).
+func newNodeSetOn(t *testing.T, store string, env ...string) *nodeSet {
+	return &nodeSet{t: t, store: store, env: env, nodes: map[string]*testutil.Child{}, ready: map[string]bool{}}
 }
 
 // start starts node name, joining the first node, and waits until it is
@@ -283,41 +288,53 @@ func TestNodesKill9TimersFireElsewhere(t *testing.T) {
 	if s := os.Getenv("NORN_CLUSTER_KILL_LOOPS"); s != "" {
 		loops, _ = strconv.Atoi(s)
 	}
-	for i := range loops {
-		t.Run(fmt.Sprintf("run%d", i), func(t *testing.T) {
-			c := newNodeSet(t, "NODE_LEASE_TTL=1h")
-			for _, n := range []string{"n1", "n2", "n3"} {
-				c.start(n)
-			}
-			c.join()
-			due := time.Now().Add(4 * time.Second)
-			byOwner := c.spawnSleepers("sleeper", 40, due)
-			victim := most(byOwner)
-			if time.Now().After(due) {
-				t.Skip("the machine is too slow: the timers came due before the kill")
-			}
-			c.nodes[victim].Kill9(t)
-			ctx := testutil.Ctx(t, time.Minute)
-			for owner, pids := range byOwner {
-				for _, pid := range pids {
-					ranOn, err := actor.Await(ctx, c.client.Sys, c.client.Sleeper, pid)
-					if err != nil {
-						t.Fatalf("%s: %v", pid, err)
-					}
-					if owner == victim && ranOn == victim {
-						t.Errorf("%s finished on the killed node %s", pid, victim)
-					}
-					if n := c.firedInHistory(pid); n != 1 {
-						t.Errorf("%s: %d timer_fired events, want 1", pid, n)
-					}
-					if n := c.count("fired", "", string(pid)); n != 1 {
-						t.Errorf("%s: the nodes fired its timer %d times, want 1", pid, n)
-					}
-				}
-			}
-			t.Logf("killed %s holding %d of 40 sleepers; all fired once elsewhere", victim, len(byOwner[victim]))
-		})
+	stores := []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return testutil.SQLitePath(t) }},
+		{"postgres", func(t *testing.T) string { return testutil.PostgresURL(t) }},
 	}
+	for i := range loops {
+		for _, st := range stores {
+			t.Run(fmt.Sprintf("%s/run%d", st.name, i), func(t *testing.T) {
+				killNine(t, newNodeSetOn(t, st.url(t), "NODE_LEASE_TTL=1h"))
+			})
+		}
+	}
+}
+
+func killNine(t *testing.T, c *nodeSet) {
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.start(n)
+	}
+	c.join()
+	due := time.Now().Add(4 * time.Second)
+	byOwner := c.spawnSleepers("sleeper", 40, due)
+	victim := most(byOwner)
+	if time.Now().After(due) {
+		t.Skip("the machine is too slow: the timers came due before the kill")
+	}
+	c.nodes[victim].Kill9(t)
+	ctx := testutil.Ctx(t, time.Minute)
+	for owner, pids := range byOwner {
+		for _, pid := range pids {
+			ranOn, err := actor.Await(ctx, c.client.Sys, c.client.Sleeper, pid)
+			if err != nil {
+				t.Fatalf("%s: %v", pid, err)
+			}
+			if owner == victim && ranOn == victim {
+				t.Errorf("%s finished on the killed node %s", pid, victim)
+			}
+			if n := c.firedInHistory(pid); n != 1 {
+				t.Errorf("%s: %d timer_fired events, want 1", pid, n)
+			}
+			if n := c.count("fired", "", string(pid)); n != 1 {
+				t.Errorf("%s: the nodes fired its timer %d times, want 1", pid, n)
+			}
+		}
+	}
+	t.Logf("killed %s holding %d of 40 sleepers; all fired once elsewhere", victim, len(byOwner[victim]))
 }
 
 // Messages sent by PID between instances on different nodes all arrive,
