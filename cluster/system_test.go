@@ -124,7 +124,8 @@ func (c *nodeSet) start(name string) {
 // until it sees them all.
 func (c *nodeSet) join() {
 	c.t.Helper()
-	n, err := clusternode.Start(testutil.Ctx(c.t, time.Minute), clusternode.Config{Store: c.store, NodeID: "client", Seeds: []string{c.seed}, Client: true})
+	n, err := clusternode.Start(testutil.Ctx(c.t, time.Minute), clusternode.Config{Store: c.store, NodeID: "client", Seeds: []string{c.seed}, Client: true,
+		Logger: testutil.Logger()})
 	if err != nil {
 		c.t.Fatal(err)
 	}

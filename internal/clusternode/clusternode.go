@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,8 @@ type Config struct {
 	Client bool
 	// RecoveryInterval of the System (default: actor's default).
 	RecoveryInterval time.Duration
+	// Logger of the node (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Node is a running node. It writes these lines to Config.Out:
@@ -133,9 +136,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sleeper := Sleeper(cfg.NodeID)
 	sys, err := actor.Start(ctx, actor.Config{
 		Store: st, NodeID: cfg.NodeID, Cluster: cl, LeaseTTL: cfg.LeaseTTL, PassivateAfter: cfg.PassivateAfter,
-		RecoveryInterval: cfg.RecoveryInterval,
-		Workflows:        actor.Register(sleeper, Ponger, Pinger),
-		Hooks:            reporter{node: cfg.NodeID, out: out},
+		RecoveryInterval: cfg.RecoveryInterval, Logger: cfg.Logger,
+		Workflows: actor.Register(sleeper, Ponger, Pinger),
+		Hooks:     reporter{node: cfg.NodeID, out: out},
 	})
 	if err != nil {
 		_ = st.Close()
