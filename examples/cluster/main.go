@@ -16,7 +16,7 @@
 // went and that every instance finished once. It ends by itself:
 //
 //	go run ./examples/cluster
-//	go run ./examples/cluster -store postgres://user:pw@localhost/norn
+//	go run ./examples/cluster -store postgres://user:pw@localhost/norn   # an empty database
 //
 // By default the store is an SQLite file under ./norn-data, deleted first.
 package main
