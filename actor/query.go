@@ -71,7 +71,9 @@ func (e *PageTokenError) Error() string {
 
 // Is makes errors.Is(err, ErrPageToken) and errors.Is(err, ErrInvalidInput)
 // true.
-func (e *PageTokenError) Is(target error) bool { return target == ErrPageToken || target == ErrInvalidInput }
+func (e *PageTokenError) Is(target error) bool {
+	return target == ErrPageToken || target == ErrInvalidInput
+}
 
 // The page token is the position of the page's last instance (creation
 // time, ID), base64url-encoded: opaque to callers, and stable, since neither
