@@ -457,7 +457,7 @@ func (s *System) renew() {
 		s.mu.Lock()
 		// Still the same live activation, and not giving the lease back
 		// itself meanwhile (passivating, finishing).
-		lost := s.acts[id] == a && !a.passivating && !s.stopping
+		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping
 		s.mu.Unlock()
 		if lost && a.leaseLost() {
 			s.log.Warn("lease taken over by another node; activation stopped", "instance", id)
