@@ -49,6 +49,7 @@ func Run(t *testing.T, open Factory) {
 		{"Buckets", testBuckets},
 		{"BucketsAfterRelease", testBucketsAfterRelease},
 		{"ReleaseFences", testReleaseFences},
+		{"ConcurrentRelease", testConcurrentRelease},
 		{"TimerBuckets", testTimerBuckets},
 		{"CreateLeaseTTL", testCreateLeaseTTL},
 		{"Cancel", testCancel},
@@ -89,6 +90,10 @@ func RunShared(t *testing.T, open SharedFactory) {
 	t.Run("OutboxClaimAcrossStores", func(t *testing.T) {
 		a, b := open(t)
 		outboxRace(t, []persistence.Store{a, b}, 200, 8)
+	})
+	t.Run("ReleaseAcrossStores", func(t *testing.T) {
+		a, b := open(t)
+		concurrentRelease(t, a, b)
 	})
 }
 
