@@ -68,7 +68,7 @@ func nodeRole() (int, bool) {
 	n, err := clusternode.Start(ctx, clusternode.Config{
 		Store: spec.Store, NodeID: spec.NodeID, Seeds: spec.Seeds, Out: os.Stdout,
 		LeaseTTL: spec.LeaseTTL, RecoveryInterval: spec.Recovery,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", spec.NodeID),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: nodeLogLevel()})).With("node", spec.NodeID),
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench node %s: %v\n", spec.NodeID, err)
@@ -83,6 +83,18 @@ func nodeRole() (int, bool) {
 		return 1, true
 	}
 	return 0, true
+}
+
+// nodeLogEnv sets the nodes' log level (debug, info; default warn); with
+// it set, the runner also copies the nodes' logs to its stderr.
+const nodeLogEnv = "NORN_BENCH_NODE_LOG"
+
+func nodeLogLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv(nodeLogEnv))); err != nil {
+		return slog.LevelWarn
+	}
+	return l
 }
 
 // nodeProc is a node process as the runner sees it.
@@ -218,6 +230,9 @@ func (c *benchCluster) startNode(ctx context.Context, name string) error {
 	cmd.Env = append(os.Environ(), nodeEnv+"="+string(raw))
 	p := &nodeProc{name: name, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
+	if os.Getenv(nodeLogEnv) != "" {
+		cmd.Stderr = io.MultiWriter(p.stderr, os.Stderr)
+	}
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return err
 	}

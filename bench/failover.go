@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nornlabs/norn/actor"
@@ -73,6 +76,7 @@ func runFailover(ctx context.Context, r *runner) (result, error) {
 	}
 	killed := time.Now()
 	c.procs[failoverVictim].kill9()
+	r.logf("killed %s at %s", failoverVictim, killed.UTC().Format("15:04:05.000"))
 
 	wctx, cancel = context.WithTimeout(ctx, r.opts.Timeout)
 	waitErr := c.waitFor(wctx, "every sleeper completed", func() bool { return len(c.completed) >= n })
@@ -140,6 +144,11 @@ func runFailover(ctx context.Context, r *runner) (result, error) {
 		}
 	}
 	l, lt := summarize(lat), summarize(late)
+	r.logf("timers fired per 250ms after the kill: %s", histogram(lat, 250*time.Millisecond))
+	first := time.Duration(0)
+	if len(lat) > 0 {
+		first = slices.Min(lat)
+	}
 	res.P50, res.P99 = l.P50, l.P99
 	res.Throughput = rate(len(lat), last.Sub(killed))
 	res.Metrics["taken_over"] = float64(count(onVictim))
@@ -148,8 +157,9 @@ func runFailover(ctx context.Context, r *runner) (result, error) {
 	res.Metrics["ran_on_killed"] = float64(onDead)
 	res.Metrics["kill_to_fired_max_ms"] = float64(l.Max) / float64(time.Millisecond)
 	res.Metrics["lateness_p99_ms"] = float64(lt.P99) / float64(time.Millisecond)
-	res.Extra = fmt.Sprintf("kill→fired p50/p99, max %s, of %d on the killed node (due %s after the kill); lateness p99 %s; fired twice %d, lost %d",
-		fmtDur(l.Max), count(onVictim), r.opts.KillBefore, fmtDur(lt.P99), twice, lost)
+	res.Metrics["kill_to_first_fired_ms"] = float64(first) / float64(time.Millisecond)
+	res.Extra = fmt.Sprintf("kill→fired p50/p99, first %s, max %s, of %d on the killed node (due %s after the kill); lateness p99 %s; fired twice %d, lost %d",
+		fmtDur(first), fmtDur(l.Max), count(onVictim), r.opts.KillBefore, fmtDur(lt.P99), twice, lost)
 	if extraHooks > 0 {
 		res.Extra += fmt.Sprintf("; %d fire attempts fenced", extraHooks)
 	}
@@ -157,6 +167,23 @@ func runFailover(ctx context.Context, r *runner) (result, error) {
 		return res, fmt.Errorf("%d timers fired twice, %d never fired (%v), %d ran on the killed node", twice, lost, waitErr, onDead)
 	}
 	return res, nil
+}
+
+// histogram counts ds in buckets of width w, from 0 to the largest, as
+// "0 0 12 340 …".
+func histogram(ds []time.Duration, w time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	counts := make([]string, int(slices.Max(ds)/w)+1)
+	n := make([]int, len(counts))
+	for _, d := range ds {
+		n[max(0, int(d/w))]++
+	}
+	for i, c := range n {
+		counts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(counts, " ")
 }
 
 // count counts the true values of m.
