@@ -151,6 +151,7 @@ func (s *System) rebalance() {
 		}
 		taken = true
 		s.log.Info("took over the instances of a failed node", "failed", node)
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Name: node})
 	}
 	s.timers.Reload()
 	scan := gained

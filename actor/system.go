@@ -775,6 +775,9 @@ func (s *System) load(id string) (*activation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID {
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Instance: id, Workflow: def.Name(), Name: cur.LeaseOwner})
+	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	return newActivation(s, def, inst, hist), nil
 }
@@ -837,6 +840,7 @@ func (s *System) launch(a *activation) {
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
 	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 }
 
 // ended is called by an activation's goroutine as it exits.
@@ -853,6 +857,7 @@ func (s *System) ended(a *activation, finished bool) {
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 	for _, w := range ws {
 		w <- a.final // buffered: the waiter may have gone
 	}
