@@ -317,6 +317,7 @@ func (a *activation) outcome(o attemptResult) {
 	}
 	ev.Error = ae.marshal()
 	a.record(ev)
+	a.hook(HookEvent{Kind: HookActivityFailed, Name: call.name, Ref: call.id, Attempt: o.n, Err: err})
 	a.apply(c, a.pending.History[len(a.pending.History)-1])
 	a.flush()
 }

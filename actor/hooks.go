@@ -31,6 +31,9 @@ const (
 	HookActivityStarted   HookKind = "activity.started"
 	HookActivityFinished  HookKind = "activity.finished" // Err set if the attempt failed
 	HookActivityRetried   HookKind = "activity.retried"  // Duration is the back-off
+	// HookActivityFailed: the call failed for good (a terminal error, or
+	// its retries ran out); Attempt is the number of attempts made.
+	HookActivityFailed HookKind = "activity.failed"
 	// HookActivityAbandoned: an attempt ignored its context past its timeout
 	// (or a cancel, or shutdown) and was left running; its result is dropped.
 	HookActivityAbandoned  HookKind = "activity.abandoned"
