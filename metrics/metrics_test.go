@@ -322,3 +322,37 @@ func TestRegistererOption(t *testing.T) {
 }
 
 type registererOnly struct{ prometheus.Registerer }
+
+// TestLeaseTakeoverCounted leaves an instance under the expired lease of a
+// node that is gone; the node that recovers it counts a take-over.
+func TestLeaseTakeoverCounted(t *testing.T) {
+	m, err := metrics.New(metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := stores[0].open(t, m.Commits())
+	ctx := testutil.Ctx(t, 30*time.Second)
+	wf := actor.Workflow("orphan", func(ctx *actor.Context, n int) (int, error) { return n + 1, nil })
+	in := []byte("41")
+	_, err = st.Apply(ctx, persistence.Step{
+		Create: &persistence.Instance{ID: "orphan-1", Workflow: wf.Name(), Status: persistence.StatusRunning, Input: in,
+			HistoryLen: 1, LeaseOwner: "ghost", LeaseEpoch: 1, LeaseExpires: time.Now().Add(-time.Minute)},
+		History: []persistence.Event{{Seq: 0, Kind: string(actor.EventStarted), Name: wf.Name(), Ref: "json", Payload: in, At: time.Now()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), Hooks: m.Hooks(), RecoveryInterval: 50 * time.Millisecond})
+	if n, err := actor.Await(ctx, sys, wf, "orphan-1"); err != nil || n != 42 {
+		t.Fatalf("orphan: %v, %v", n, err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	if v, _ := value(fams, "norn_lease_takeovers_total", "scope", "instance"); v != 1 {
+		t.Errorf("instance take-overs = %v, want 1", v)
+	}
+	if v, _ := value(fams, "norn_instances_ended_total", "workflow", "orphan", "status", "completed"); v != 1 {
+		t.Errorf("orphans completed = %v, want 1", v)
+	}
+}
