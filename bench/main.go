@@ -43,6 +43,7 @@ type options struct {
 	Timeout            time.Duration // bound of each waiting phase
 	BaselineBatch      int           // rows per transaction of the raw baseline
 	HeapProfile        string        // written where idle/timers measure passivated memory
+	Observe            string        // hooks on while measuring: metrics, tracing, both
 }
 
 // size picks the first positive value, else def.
@@ -92,6 +93,13 @@ func (r *runner) logf(format string, args ...any) {
 
 // start opens the target's store and starts a System on it.
 func (r *runner) start(ctx context.Context, cfg actor.Config) (*node, error) {
+	if r.opts.Observe != "" {
+		h, err := observeHooks(r.opts.Observe, cfg.Hooks)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Hooks = h
+	}
 	return startNode(ctx, r.t, cfg)
 }
 
@@ -170,6 +178,7 @@ func run() int {
 	fs.IntVar(&o.Spawners, "spawners", 64, "goroutines spawning instances concurrently")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound of each waiting phase (consumption, completion, passivation)")
 	fs.IntVar(&o.BaselineBatch, "baseline-batch", 5000, "chain: rows per transaction of the raw SQLite/PostgreSQL baseline")
+	fs.StringVar(&o.Observe, "observe", "", "run with hooks on: metrics (package metrics), tracing (package tracing, spans through the OpenTelemetry SDK to an exporter that drops them), both")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench -workload NAME [flags]\n\n")
 		fs.PrintDefaults()
