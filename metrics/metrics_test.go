@@ -356,3 +356,38 @@ func TestLeaseTakeoverCounted(t *testing.T) {
 		t.Errorf("orphans completed = %v, want 1", v)
 	}
 }
+
+// BenchmarkHooksPerWorkflow measures the hook events of one three-activity
+// workflow (spawn, activation, three attempts, end, stop): the metrics'
+// cost per workflow, to compare with the workflow's own.
+func BenchmarkHooksPerWorkflow(b *testing.B) {
+	m, err := metrics.New(metrics.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := m.Hooks()
+	ctx := context.Background()
+	ids := make([]string, 1024)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("chain-%d", i)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			id := ids[i%len(ids)]
+			i++
+			ev := func(k actor.HookKind, name string) actor.HookEvent {
+				return actor.HookEvent{Kind: k, Instance: id, Workflow: "chain", Name: name, Attempt: 1, Duration: time.Millisecond}
+			}
+			h.Observe(ctx, ev(actor.HookInstanceStarted, ""))
+			h.Observe(ctx, ev(actor.HookInstanceActivated, ""))
+			for _, a := range []string{"a", "b", "c"} {
+				h.Observe(ctx, ev(actor.HookActivityStarted, a))
+				h.Observe(ctx, ev(actor.HookActivityFinished, a))
+			}
+			h.Observe(ctx, ev(actor.HookInstanceCompleted, ""))
+			h.Observe(ctx, ev(actor.HookInstanceStopped, ""))
+		}
+	})
+}

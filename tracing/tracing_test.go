@@ -224,3 +224,37 @@ func TestActorDoesNotLinkOTel(t *testing.T) {
 		}
 	}
 }
+
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkSpansPerWorkflow measures the spans of one three-activity
+// workflow (a run span, three attempt spans) through the SDK to an
+// exporter that drops them.
+func BenchmarkSpansPerWorkflow(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(discard{}))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	h := tracing.New(tracing.Options{TracerProvider: tp})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			id := "chain-" + string(rune('a'+i%26))
+			i++
+			ev := func(k actor.HookKind, name string) actor.HookEvent {
+				return actor.HookEvent{Kind: k, Instance: id, Workflow: "chain", Name: name, Ref: name + ":1", Attempt: 1, At: time.Now()}
+			}
+			h.Observe(ctx, ev(actor.HookInstanceActivated, ""))
+			for _, a := range []string{"a", "b", "c"} {
+				actx := h.ActivityContext(ctx, ev(actor.HookActivityStarted, a))
+				h.Observe(actx, ev(actor.HookActivityStarted, a))
+				h.Observe(actx, ev(actor.HookActivityFinished, a))
+			}
+			h.Observe(ctx, ev(actor.HookInstanceCompleted, ""))
+			h.Observe(ctx, ev(actor.HookInstanceStopped, ""))
+		}
+	})
+}
