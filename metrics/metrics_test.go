@@ -391,3 +391,35 @@ func BenchmarkHooksPerWorkflow(b *testing.B) {
 		}
 	})
 }
+
+// TestCommitObserver checks what one committed and one failed transaction
+// add up to.
+func TestCommitObserver(t *testing.T) {
+	m, err := metrics.New(metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Commits()
+	c.ObserveCommit(persistence.CommitInfo{Driver: "sqlite", Steps: 12, Duration: 3 * time.Millisecond})
+	c.ObserveCommit(persistence.CommitInfo{Driver: "sqlite", Steps: 5, Duration: time.Second, Err: errors.New("disk I/O error")})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	fams := scrape(t, srv.URL)
+	for _, w := range []struct {
+		name   string
+		labels []string
+		v      float64
+	}{
+		{"norn_steps_committed_total", nil, 12},
+		{"norn_commit_batch_steps", nil, 2},
+		{"norn_commit_duration_seconds", nil, 2},
+		{"norn_store_errors_total", []string{"op", "commit"}, 1},
+	} {
+		if v, _ := value(fams, w.name, w.labels...); v != w.v {
+			t.Errorf("%s%v = %v, want %v", w.name, w.labels, v, w.v)
+		}
+	}
+	if s := fams["norn_commit_batch_steps"].Metric[0].Histogram.GetSampleSum(); s != 17 {
+		t.Errorf("batch steps sum = %v, want 17", s)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,4 +258,49 @@ func BenchmarkSpansPerWorkflow(b *testing.B) {
 			h.Observe(ctx, ev(actor.HookInstanceStopped, ""))
 		}
 	})
+}
+
+// TestRestartIsANewRunSpan crashes a workflow once: the crashed run's span
+// ends with the panic recorded, and the restart replays in a new run span.
+func TestRestartIsANewRunSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	var crashed atomic.Bool
+	wf := actor.Workflow("crashy", func(ctx *actor.Context, n int) (int, error) {
+		if crashed.CompareAndSwap(false, true) {
+			panic("boom")
+		}
+		return n, nil
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf),
+		Hooks: tracing.New(tracing.Options{TracerProvider: tp})})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, err := actor.Spawn(ctx, sys, wf, 3, actor.WithID("crashy-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := actor.Await(ctx, sys, wf, pid); err != nil {
+		t.Fatal(err)
+	}
+	var runs []sdktrace.ReadOnlySpan
+	testutil.Eventually(t, 10*time.Second, "two run spans ended", func() bool {
+		runs = runs[:0]
+		for _, s := range rec.Ended() {
+			if s.Name() == "workflow crashy" {
+				runs = append(runs, s)
+			}
+		}
+		return len(runs) == 2
+	})
+	first, second := runs[0], runs[1]
+	if first.Status().Code != codes.Error || !strings.Contains(first.Status().Description, "boom") || !hasEvent(first, "exception") {
+		t.Errorf("crashed run: status %v, events %v", first.Status(), first.Events())
+	}
+	if v, _ := attr(second, tracing.AttrStatus); v.AsString() != "completed" || second.Status().Code == codes.Error {
+		t.Errorf("restarted run: status attribute %q, status %v", v.AsString(), second.Status())
+	}
+	if first.SpanContext().SpanID() == second.SpanContext().SpanID() || second.StartTime().Before(first.EndTime()) {
+		t.Errorf("the restart's span %v does not follow the crashed one %v", second.SpanContext(), first.SpanContext())
+	}
 }
