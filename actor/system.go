@@ -81,7 +81,8 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
-	// SlogHooks on Logger at Debug level.
+	// SlogHooks on Logger at Debug level. MultiHooks combines several
+	// (packages metrics and tracing provide Hooks).
 	Hooks Hooks
 	// Cluster spreads instances over the nodes of a cluster (see package
 	// github.com/nornlabs/norn/cluster): each node hosts the instances it
