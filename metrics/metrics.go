@@ -187,8 +187,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // workflow and status, norn_timers_pending, norn_messages_waiting,
 // norn_mailbox_depth_max), read at most once per Options.StatsTTL: each
 // read counts rows, so its cost grows with the live instances, timers and
-// waiting messages. Both drivers are StatsReaders. In a cluster every node
-// sees the same store, so aggregate these with max, not sum.
+// waiting messages (on SQLite, 0.25 s at 30,000 live instances and 1.3-2 s
+// at 100,000, measured on a busy 2-core machine): with many live instances
+// raise StatsTTL, or leave ReadStats out. A read that fails or outlasts
+// StatsTimeout leaves the gauges out of that scrape. Both drivers are
+// StatsReaders. In a cluster every node sees the same store, so aggregate
+// these with max, not sum.
 func (m *Metrics) ReadStats(st persistence.StatsReader) {
 	m.statsMu.Lock()
 	m.store, m.statsAt = st, time.Time{}
