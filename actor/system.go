@@ -846,6 +846,9 @@ func (s *System) abandon(a *activation) {
 
 // ended is called by an activation's goroutine as it exits.
 func (s *System) ended(a *activation, finished bool) {
+	// Reported while a is still registered, so that it comes before the
+	// activated event of the instance's next activation here.
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 	s.mu.Lock()
 	if s.acts[a.id] == a {
 		delete(s.acts, a.id)
@@ -858,7 +861,6 @@ func (s *System) ended(a *activation, finished bool) {
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
-	a.hook(HookEvent{Kind: HookInstanceStopped})
 	for _, w := range ws {
 		w <- a.final // buffered: the waiter may have gone
 	}
