@@ -81,7 +81,8 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
-	// SlogHooks on Logger at Debug level.
+	// SlogHooks on Logger at Debug level. MultiHooks combines several
+	// (packages metrics and tracing provide Hooks).
 	Hooks Hooks
 	// Cluster spreads instances over the nodes of a cluster (see package
 	// github.com/nornlabs/norn/cluster): each node hosts the instances it
@@ -775,6 +776,9 @@ func (s *System) load(id string) (*activation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID {
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Instance: id, Workflow: def.Name(), Name: cur.LeaseOwner})
+	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	return newActivation(s, def, inst, hist), nil
 }
@@ -837,10 +841,14 @@ func (s *System) launch(a *activation) {
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
 	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 }
 
 // ended is called by an activation's goroutine as it exits.
 func (s *System) ended(a *activation, finished bool) {
+	// Reported while a is still registered, so that it comes before the
+	// activated event of the instance's next activation here.
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 	s.mu.Lock()
 	if s.acts[a.id] == a {
 		delete(s.acts, a.id)

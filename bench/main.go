@@ -43,6 +43,7 @@ type options struct {
 	Timeout            time.Duration // bound of each waiting phase
 	BaselineBatch      int           // rows per transaction of the raw baseline
 	HeapProfile        string        // written where idle/timers measure passivated memory
+	Observe            string        // hooks on while measuring: metrics, tracing, both
 
 	OnVictim   bool          // failover: place every sleeper on the node to kill
 	KillBefore time.Duration // failover: the kill comes this long before the timers are due
@@ -96,6 +97,13 @@ func (r *runner) logf(format string, args ...any) {
 
 // start opens the target's store and starts a System on it.
 func (r *runner) start(ctx context.Context, cfg actor.Config) (*node, error) {
+	if r.opts.Observe != "" {
+		h, err := observeHooks(r.opts.Observe, cfg.Hooks)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Hooks = h
+	}
 	return startNode(ctx, r.t, cfg)
 }
 
@@ -184,6 +192,7 @@ func run() int {
 	fs.DurationVar(&o.KillBefore, "kill-before", 250*time.Millisecond, "failover: kill the node this long before the sleepers' timers are due")
 	fs.DurationVar(&o.Lead, "lead", 0, "failover: time from the first spawn to the timers' due time (default 3s + 3ms per sleeper)")
 	fs.IntVar(&o.BaselineBatch, "baseline-batch", 5000, "chain: rows per transaction of the raw SQLite/PostgreSQL baseline")
+	fs.StringVar(&o.Observe, "observe", "", "run with hooks on: metrics (package metrics), tracing (package tracing, spans through the OpenTelemetry SDK to an exporter that drops them), both")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench -workload NAME [flags]\n\n")
 		fs.PrintDefaults()
