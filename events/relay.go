@@ -72,12 +72,17 @@ type RelayerConfig struct {
 	MaxAge time.Duration
 	// Wake signals that events may be waiting, so that they are relayed at
 	// once rather than at the next poll: pass the System's WatchOutbox() to
-	// relay what this node emits as soon as it commits. Optional; a closed
-	// channel is ignored from then on (the node stopped; polling goes on).
+	// relay what this node emits as soon as it commits, and, on a store
+	// shared between processes that implements
+	// persistence.OutboxNotifier (PostgreSQL), what other processes emit.
+	// Optional; a closed channel is ignored from then on (the node
+	// stopped; polling goes on). Without it, a relayer whose Store
+	// implements persistence.OutboxNotifier listens to it itself.
 	Wake <-chan struct{}
 	// PollInterval is the safety net that finds events nothing signalled:
-	// those committed by other processes, and retries scheduled by other
-	// relayers. Default 5s, with ±20% jitter; minimum 10ms.
+	// those committed by other processes on a store that cannot notify
+	// (SQLite) or whose notifications were lost, and retries scheduled by
+	// other relayers. Default 5s, with ±20% jitter; minimum 10ms.
 	PollInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -270,6 +275,21 @@ func (l *loop) run() error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	wake := l.r.cfg.Wake
+	if n, ok := l.r.cfg.Store.(persistence.OutboxNotifier); ok && wake == nil {
+		lctx, cancel := context.WithCancel(l.ctx)
+		ch, err := n.ListenOutbox(lctx)
+		if err != nil {
+			cancel()
+			l.r.log.Warn("cannot listen for other processes' outgoing events; polling", "err", err)
+		} else {
+			wake = ch
+			defer func() {
+				cancel()
+				for range ch { // until the listener is gone
+				}
+			}()
+		}
+	}
 	l.want = true // at start: relay whatever is waiting
 	for {
 		l.dispatch()

@@ -824,3 +824,72 @@ func TestHTTPSinkOutcomes(t *testing.T) {
 		t.Fatalf("Send to a closed port = %v, want a transient error", err)
 	}
 }
+
+// TestRelayWokenAcrossProcessesPostgres: two nodes on one PostgreSQL
+// database, as two processes would be. Workflows emit on one node; the
+// relayer runs on the other, which emits nothing, with an hour between
+// polls: only the store's notification of the other node's commits can
+// get the events out promptly.
+func TestRelayWokenAcrossProcessesPostgres(t *testing.T) {
+	noLeaks(t)
+	url := testutil.PostgresURL(t)
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	open := func() *postgres.Store {
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: testutil.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	stA, stB := open(), open()
+	sysA := testutil.StartNode(t, actor.Config{Store: stA, NodeID: "emitter", Workflows: actor.Register(emitFlow)})
+	sysB := testutil.StartNode(t, actor.Config{Store: stB, NodeID: "relayer", Workflows: actor.Register()})
+	s := newSink(t, ok)
+	cs := countClaims(stB)
+	startRelayer(t, events.RelayerConfig{Store: cs, Sink: s.httpSink(events.Binary), Wake: sysB.WatchOutbox(), PollInterval: time.Hour})
+	cs.waitClaims(t, 1, 10*time.Second) // the start-up claim found nothing
+
+	// Each round needs a wake-up of its own (the previous claim found
+	// fewer events than it asked for): at least the later rounds can only
+	// have been woken by a notification of the emitting commit.
+	for i := range 3 {
+		ids := emit(t, sysA, fmt.Sprintf("remote-%d", i), emitInput{Count: 2, Type: "com.example.remote"})
+		s.waitAccepted(t, 10*time.Second, ids...)
+	}
+}
+
+// TestRelayListensWithoutNode: a relayer given no Wake listens to a store
+// that can notify (PostgreSQL) itself, so that it relays what any process
+// emits at once.
+func TestRelayListensWithoutNode(t *testing.T) {
+	noLeaks(t)
+	url := testutil.PostgresURL(t)
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	open := func() *postgres.Store {
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: testutil.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	stA, stB := open(), open()
+	s := newSink(t, ok)
+	startRelayer(t, events.RelayerConfig{Store: stB, Sink: s.httpSink(events.Binary), PollInterval: time.Hour})
+	for i := range 3 {
+		e := event.New()
+		id := fmt.Sprintf("bare-%d", i)
+		e.SetID(id)
+		e.SetType("com.example.bare")
+		e.SetSource("norn://test")
+		data, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stA.Apply(ctx, persistence.Step{Emit: []persistence.OutboxEvent{{ID: id, Type: e.Type(), Data: data}}}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitAccepted(t, 10*time.Second, id)
+	}
+}

@@ -294,6 +294,21 @@ type Outbox interface {
 	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
 }
 
+// OutboxNotifier is implemented by stores shared between processes, to
+// wake relayers when another process commits a step that emits: a relayer
+// need not poll the store to find those events. The PostgreSQL driver
+// sends the notification in the emitting step's transaction, so that it is
+// delivered when, and only if, the step commits.
+type OutboxNotifier interface {
+	// ListenOutbox returns a channel that is signalled (without blocking,
+	// so signals may merge) after another process committed outgoing
+	// events, and also each time the listener (re)connects, since events
+	// may have been committed unheard meanwhile. The channel is closed
+	// when ctx ends or the store is closed. It fails only if the store is
+	// closed already.
+	ListenOutbox(ctx context.Context) (<-chan struct{}, error)
+}
+
 // StepResult is what a committed step changed beyond itself.
 type StepResult struct {
 	// Existing is set when Create found the ID taken.

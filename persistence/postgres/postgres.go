@@ -111,6 +111,10 @@ type Store struct {
 	origin  string
 	channel string // NOTIFY channel
 
+	// outboxChannel is the NOTIFY channel of committed outgoing events
+	// (see ListenOutbox).
+	outboxChannel string
+
 	chanLocks, instLocks int32 // advisory lock spaces, see lockSpace
 
 	reqs chan *writeReq
@@ -223,6 +227,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		wake:         make(chan []string, 1024),
 		notifierDone: make(chan struct{}),
 	}
+	s.outboxChannel = opts.Schema + "_outbox"
 	s.closeCtx, s.stop = context.WithCancel(context.Background())
 	go s.notifier()
 	for i := 0; i < opts.Writers; i++ {
