@@ -122,6 +122,9 @@ type System struct {
 
 	outboxMu sync.Mutex
 	outboxCh []chan struct{} // WatchOutbox subscribers
+	// outboxListening: forwardOutbox runs (under outboxMu).
+	outboxListening bool
+
 	mu       sync.Mutex
 	stopping bool
 	closed   bool // no more calls from outside: Stop has unwound the activations

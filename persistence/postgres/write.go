@@ -247,6 +247,18 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		sql += len(r.ops)
 	}
 	ctl := func(name string) op { return op{label: name, name: name} }
+	// A batch that emits wakes the relayers of other processes with a
+	// NOTIFY in its own transaction: delivered at the commit, and never
+	// for a rollback. Unlike wake-ups (see notifier) it cannot be lost to
+	// a crash after the commit. It is sent in every pipeline of the
+	// transaction, since an emitting step may be before the one a pipeline
+	// resumes at; PostgreSQL folds identical notifications of one
+	// transaction into one. A step that emits and then fails leaves a
+	// needless notification, which costs a relayer one empty claim.
+	notify := false
+	for _, r := range batch {
+		notify = notify || len(r.step.Emit) > 0
+	}
 	pre := []op{ctl(sqlBegin)}
 	if l, ok := batchLocks(batch); ok {
 		pre = append(pre, l)
@@ -278,6 +290,9 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			if multi {
 				ops = append(ops, ctl(sqlRelease))
 			}
+		}
+		if notify {
+			ops = append(ops, op{label: "notify relayers", name: sqlNotify, args: []any{s.outboxChannel, s.origin}})
 		}
 		ops = append(ops, op{label: "commit", name: sqlCommit, read: readCommit})
 

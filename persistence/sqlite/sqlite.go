@@ -84,6 +84,7 @@ type Store struct {
 
 	st  stmts
 	rst readStmts
+	ob  outboxStmts
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -151,7 +152,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.Readers)
 	r.SetMaxIdleConns(opts.Readers)
 	s := &Store{path: path, opts: opts, w: w, r: r, reqs: make(chan *writeReq, 4096), done: make(chan struct{})}
-	if err := errors.Join(s.st.prepare(ctx, w), s.rst.prepare(ctx, r)); err != nil {
+	if err := errors.Join(s.st.prepare(ctx, w), s.rst.prepare(ctx, r), s.ob.prepare(ctx, w, r)); err != nil {
 		s.w.Close()
 		s.r.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, err)
@@ -163,15 +164,38 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-func upToDate(ctx context.Context, dsn string, want int) bool {
+// upToDate reports whether schema_migrations lists every version in want.
+// Not a count of its rows: a database that a build with another set of
+// migrations migrated (one with a later migration but not an earlier one
+// of this build's) may hold as many rows and still miss a version.
+func upToDate(ctx context.Context, dsn string, want []int) bool {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return false
 	}
 	defer db.Close()
-	var n int
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&n)
-	return err == nil && n >= want
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	have := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if rows.Scan(&v) != nil {
+			return false
+		}
+		have[v] = true
+	}
+	if rows.Err() != nil {
+		return false
+	}
+	for _, v := range want {
+		if !have[v] {
+			return false
+		}
+	}
+	return true
 }
 
 // retryBusy retries fn while SQLite reports the database locked. Switching a
@@ -198,9 +222,15 @@ func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 		return err
 	}
 	sort.Strings(names)
+	versions := make([]int, len(names))
+	for i, name := range names {
+		if versions[i], err = strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err != nil {
+			return fmt.Errorf("migration %s: bad version: %w", name, err)
+		}
+	}
 	// Look without taking the write lock first: a busy writer in another
 	// process would keep this opener waiting for nothing.
-	if upToDate(ctx, readDSN, len(names)) {
+	if upToDate(ctx, readDSN, versions) {
 		return nil
 	}
 	// BEGIN IMMEDIATE (the writer DSN's txlock) serialises concurrent
@@ -213,11 +243,8 @@ func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	for _, name := range names {
-		v, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: bad version: %w", name, err)
-		}
+	for i, name := range names {
+		v := versions[i]
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, v).Scan(&n); err != nil {
 			return err
@@ -343,6 +370,7 @@ func (s *Store) Close() error {
 	<-s.done
 	s.st.close()
 	s.rst.close()
+	s.ob.close()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 

@@ -68,6 +68,8 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxClaim", testOutboxClaim},
 		{"OutboxList", testOutboxList},
 		{"OutboxRace", testOutboxRace},
+		{"OutboxRelease", testOutboxRelease},
+		{"OutboxPrune", testOutboxPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
