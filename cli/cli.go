@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/nornlabs/norn/actor"
@@ -83,7 +84,8 @@ func Run(ctx context.Context, args []string, o Options) int {
 	if code == ExitOK {
 		return ExitOK
 	}
-	fmt.Fprintf(e.stderr, "%s: %v\n", e.name, err)
+	// Some errors (joined ones) end in newlines of their own.
+	fmt.Fprintf(e.stderr, "%s: %s\n", e.name, strings.TrimRight(err.Error(), "\n"))
 	var ue *usageError
 	if errors.As(err, &ue) && ue.cmd != "" {
 		fmt.Fprintf(e.stderr, "run '%s help %s' for usage\n", e.name, ue.cmd)

@@ -2,9 +2,11 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,5 +259,218 @@ func TestBulkCancel(t *testing.T) {
 	r = norn(t, env, "cancel", "--workflow", "order", "--status", "completed").ok(t)
 	if r.stdout != "cancelled 0, already ended 1, not found 0, failed 0\n" || strings.Contains(r.stderr, "[") {
 		t.Errorf("cancel of completed ones: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// TestExitCodes checks the documented exit codes and that errors go to
+// stderr with nothing on stdout.
+func TestExitCodes(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	norn(t, nil, "migrate", "--store", url).ok(t)
+	env := []string{cli.StoreEnv + "=" + url}
+	for _, c := range []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"not found", env, []string{"show", "nope"}, cli.ExitNotFound, "instance not found"},
+		{"history not found", env, []string{"history", "nope"}, cli.ExitNotFound, "instance not found"},
+		{"send not found", env, []string{"send", "nope", "{}"}, cli.ExitNotFound, "instance not found"},
+		{"cancel not found", env, []string{"cancel", "nope"}, cli.ExitNotFound, "not found"},
+		{"no command", env, nil, cli.ExitUsage, "no command"},
+		{"unknown command", env, []string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},
+		{"unknown flag", env, []string{"ls", "--colour"}, cli.ExitUsage, "flag provided but not defined"},
+		{"missing argument", env, []string{"show"}, cli.ExitUsage, "show takes one instance ID"},
+		{"bad JSON", env, []string{"publish", "jobs", "{nope"}, cli.ExitUsage, "not valid JSON"},
+		{"bad status", env, []string{"ls", "--status", "sleepy"}, cli.ExitUsage, `unknown status "sleepy"`},
+		{"bad time", env, []string{"ls", "--since", "yesterday"}, cli.ExitUsage, "--since"},
+		{"bulk cancel without filters", env, []string{"cancel"}, cli.ExitUsage, "give instance IDs"},
+		{"no store", nil, []string{"ls"}, cli.ExitUsage, "no store"},
+		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown scheme "mysql"`},
+		{"missing store file", nil, []string{"ls", "--store", filepath.Join(t.TempDir(), "none.db")}, cli.ExitFailure, "does not exist"},
+		{"unreachable store", nil, []string{"ls", "--store", "postgres://norn@127.0.0.1:1/db?connect_timeout=5&sslmode=disable"}, cli.ExitFailure, "open store"},
+		{"replay without workflows", env, []string{"replay"}, cli.ExitUsage, "no workflow code"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := norn(t, append([]string{cli.StoreEnv + "="}, c.env...), c.args...)
+			// Only cancel prints something (its counts) when it fails.
+			if r.code != c.code || !strings.Contains(r.stderr, c.stderr) || (r.stdout != "" && c.args[0] != "cancel") {
+				t.Errorf("norn %v: exit %d, stderr %q, stdout %q; want exit %d and %q on stderr only", c.args, r.code, r.stderr, r.stdout, c.code, c.stderr)
+			}
+		})
+	}
+	// A missing store file is not created by a read.
+	if _, err := os.Stat(filepath.Join(filepath.Dir(url), "none.db")); err == nil {
+		t.Error("ls created a store file")
+	}
+}
+
+// TestHelp checks that help lists every command and that -h and help COMMAND
+// print a command's flags and exit 0.
+func TestHelp(t *testing.T) {
+	r := norn(t, nil, "help").ok(t)
+	for _, name := range []string{"ls", "show", "history", "channels", "send", "publish", "cancel", "replay", "migrate", "members", "version"} {
+		if !strings.Contains(r.stdout, "\n  "+name+" ") {
+			t.Errorf("help does not list %s:\n%s", name, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "3 instance not found") {
+		t.Errorf("help does not document the exit codes:\n%s", r.stdout)
+	}
+	for _, args := range [][]string{{"ls", "-h"}, {"help", "ls"}, {"ls", "--help"}} {
+		r := norn(t, nil, args...).ok(t)
+		if !strings.Contains(r.stdout, "Usage: norn ls") || !strings.Contains(r.stdout, "-workflow") {
+			t.Errorf("norn %v:\n%s", args, r.stdout)
+		}
+	}
+	if r := norn(t, nil, "help", "replay").ok(t); !strings.Contains(r.stdout, "cli.Main(os.Args[1:]") || !strings.Contains(r.stdout, "Not available here") {
+		t.Errorf("help replay does not explain how to get replay:\n%s", r.stdout)
+	}
+}
+
+// TestMigrate creates a store and reports its schema version on both
+// stores.
+func TestMigrate(t *testing.T) {
+	for name, url := range map[string]string{"sqlite": filepath.Join(t.TempDir(), "sub", "new.db"), "postgres": testutil.PostgresURL(t)} {
+		t.Run(name, func(t *testing.T) {
+			var out struct {
+				Driver        string
+				SchemaVersion int `json:"schema_version"`
+				Norn          string
+			}
+			r := norn(t, nil, "migrate", "--store", url, "--json").ok(t)
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Driver != name || out.SchemaVersion < 5 || out.Norn == "" {
+				t.Errorf("migrate: %+v", out)
+			}
+			// The store is usable afterwards, and migrating again is a no-op.
+			norn(t, nil, "ls", "--store", url).ok(t)
+			r = norn(t, nil, "migrate", "--store", url).ok(t)
+			if !strings.Contains(r.stdout, "Schema version:") {
+				t.Errorf("migrate table:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestReplay runs the test binary as a program that embeds the command
+// with its workflows (cli.Main): the code the instances ran replays their
+// histories; a changed workflow diverges at the step it changed.
+func TestReplay(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	seed(t, url)
+	env := func(version string) []string {
+		return []string{cli.StoreEnv + "=" + url, workflowsEnv + "=" + version}
+	}
+	type replayed struct {
+		ID, Workflow, Result, Detail string
+		Seq                          *int64
+	}
+	parse := func(r result) []replayed {
+		t.Helper()
+		var out []replayed
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("replay --json: %v\n%s\n%s", err, r.stdout, r.stderr)
+		}
+		return out
+	}
+
+	r := run(t, os.Args[0], env("v1"), "replay").ok(t)
+	golden(t, "replay", r.stdout)
+	all := parse(run(t, os.Args[0], env("v1"), "replay", "--status", "completed,failed,waiting", "--json").ok(t))
+	if len(all) != 4 {
+		t.Fatalf("replay of every instance: %+v", all)
+	}
+	for _, x := range all {
+		if x.Result != "ok" {
+			t.Errorf("v1 replay of %s: %s %s", x.ID, x.Result, x.Detail)
+		}
+	}
+
+	r = run(t, os.Args[0], env("v2"), "replay", "order-1", "order-2", "--json")
+	if r.code != cli.ExitFailure || !strings.Contains(r.stderr, "2 of 2 instances do not replay") {
+		t.Fatalf("v2 replay: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, x := range parse(r) {
+		if x.Result != "diverged" || x.Seq == nil || *x.Seq != 1 || !strings.Contains(x.Detail, "quote") {
+			t.Errorf("v2 replay of %s: %+v", x.ID, x)
+		}
+	}
+	// A missing instance is a not found, not a divergence.
+	if r := run(t, os.Args[0], env("v1"), "replay", "nope"); r.code != cli.ExitNotFound {
+		t.Errorf("replay nope: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestMembers starts two cluster nodes as processes and lists them with
+// members, which joins as a client and leaves again.
+func TestMembers(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	norn(t, nil, "migrate", "--store", url).ok(t)
+	a := testutil.StartChild(t, "node", "NODE_STORE="+url, "NODE_ID=node-a")
+	addr := strings.Fields(a.WaitLine(t, "ready ", time.Minute))[2]
+	b := testutil.StartChild(t, "node", "NODE_STORE="+url, "NODE_ID=node-b", "NODE_SEEDS="+addr)
+	b.WaitLine(t, "ready ", time.Minute)
+
+	var members []struct {
+		Name       string
+		GossipAddr string `json:"gossip_addr"`
+		Client     bool
+		State      string
+	}
+	r := norn(t, nil, "members", "--seeds", addr, "--bind", "127.0.0.1", "--json").ok(t)
+	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil {
+		t.Fatalf("members --json: %v\n%s", err, r.stdout)
+	}
+	var got []string
+	for _, m := range members {
+		role := "node"
+		if m.Client {
+			role = "client"
+		}
+		if strings.HasPrefix(m.Name, "norn-cli-") {
+			m.Name = "norn-cli"
+		}
+		got = append(got, m.Name+" "+role+" "+m.State)
+	}
+	if want := []string{"node-a node alive", "node-b node alive", "norn-cli client alive"}; !slices.Equal(got, want) {
+		t.Errorf("members = %v, want %v", got, want)
+	}
+	if members[0].GossipAddr != addr {
+		t.Errorf("node-a gossip address %q, want %q", members[0].GossipAddr, addr)
+	}
+	if r := norn(t, nil, "members"); r.code != cli.ExitUsage {
+		t.Errorf("members without --seeds: exit %d", r.code)
+	}
+	if r := norn(t, nil, "members", "--seeds", "127.0.0.1:1", "--bind", "127.0.0.1", "--timeout", "5s"); r.code != cli.ExitFailure {
+		t.Errorf("members with a dead seed: exit %d, stderr %q", r.code, r.stderr)
+	}
+	a.Signal(t, syscall.SIGTERM)
+	b.Signal(t, syscall.SIGTERM)
+	<-a.Exited()
+	<-b.Exited()
+}
+
+// TestProgressBar runs a bulk cancel in process with stderr taken for a
+// terminal: a bar is drawn and ends at the total.
+func TestProgressBar(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	seed(t, url, "bulk-1", "bulk-2", "bulk-3")
+	var stdout, stderr strings.Builder
+	tty := true
+	code := cli.Run(testutil.Ctx(t, time.Minute), []string{"cancel", "--store", url, "--workflow", "order"},
+		cli.Options{Stdout: &stdout, Stderr: &stderr, StderrIsTerminal: &tty})
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.HasPrefix(stderr.String(), "\rcancelling [") || !strings.HasSuffix(stderr.String(), "[##############################] 5/5\n") {
+		t.Errorf("progress on a terminal: %q", stderr.String())
+	}
+	if stdout.String() != "cancelled 5, already ended 0, not found 0, failed 0\n" {
+		t.Errorf("counts: %q", stdout.String())
 	}
 }

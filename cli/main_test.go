@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/cli"
+	"github.com/nornlabs/norn/internal/clusternode"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
@@ -36,6 +39,7 @@ const workflowsEnv = "NORN_CLI_TEST_WORKFLOWS"
 var nornBin string
 
 func TestMain(m *testing.M) {
+	testutil.RunChildRole(map[string]func() int{"node": nodeRole})
 	switch os.Getenv(workflowsEnv) {
 	case "v1":
 		os.Exit(cli.Main(os.Args[1:], orderFlow))
@@ -64,6 +68,29 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// nodeRole runs a cluster node (internal/clusternode) on the store
+// NODE_STORE until SIGTERM, for members to find.
+func nodeRole() int {
+	ctx := context.Background()
+	cfg := clusternode.Config{Store: os.Getenv("NODE_STORE"), NodeID: os.Getenv("NODE_ID"), Out: os.Stdout, Logger: testutil.Logger()}
+	if s := os.Getenv("NODE_SEEDS"); s != "" {
+		cfg.Seeds = []string{s}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	n, err := clusternode.Start(ctx, cfg)
+	if err != nil {
+		return testutil.ChildFail("start: %v", err)
+	}
+	<-sigs
+	stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.Close(stop); err != nil {
+		return testutil.ChildFail("stop: %v", err)
+	}
+	return 0
 }
 
 // The workflows whose instances the tests inspect.
