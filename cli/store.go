@@ -69,21 +69,17 @@ type client struct {
 	sys   *actor.System
 }
 
-// openClient opens the store and starts a System that runs nothing: it has
-// no workflows, so it activates no instance, and it keeps every queued
-// message and dedupe ID (a node's own settings decide their retention).
+// openClient opens the store and starts a client System on it: it runs
+// no instances (the nodes do), while Send, Cancel and the reads work.
 func (e *env) openClient(cmd string) (*client, error) {
 	st, _, err := e.openStore(cmd, false)
 	if err != nil {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	// Retention far beyond any node's: the pruning a System does at start
-	// then deletes nothing.
-	const forever = 100 * 365 * 24 * time.Hour
 	sys, err := actor.Start(e.ctx, actor.Config{
-		Store: st, NodeID: fmt.Sprintf("norn-cli-%s-%d", host, os.Getpid()), Logger: e.log, Codec: e.opts.Codec,
-		Errors: e.opts.Errors, DedupeWindow: forever, QueueRetention: forever,
+		Store: st, Client: true, NodeID: fmt.Sprintf("norn-cli-%s-%d", host, os.Getpid()), Logger: e.log,
+		Codec: e.opts.Codec, Errors: e.opts.Errors,
 	})
 	if err != nil {
 		st.Close()
