@@ -102,7 +102,7 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		return s + order
 	}
 	var branches []string
-	if q.Parent != "" || (q.Workflow == "" && len(statuses) <= 1) {
+	if q.Parent != "" || len(statuses) == 1 || (q.Workflow == "" && len(statuses) == 0) {
 		sel = "SELECT " + columns + " FROM instances" // one branch: the statement itself
 	}
 	switch {
