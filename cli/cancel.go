@@ -14,11 +14,11 @@ const listPageSize = 500
 
 // selectIDs is the instances a bulk command acts on: the IDs given, or
 // every instance the filters select (all pages).
-func (e *env) selectIDs(c *client, q listQuery) ([]string, error) {
+func (e *env) selectIDs(c *client, q actor.ListQuery) ([]string, error) {
 	q.Limit = listPageSize
 	var ids []string
 	for {
-		p, err := c.list(e.ctx, q)
+		p, err := c.sys.List(e.ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}

@@ -84,8 +84,10 @@ func Run(ctx context.Context, args []string, o Options) int {
 	if code == ExitOK {
 		return ExitOK
 	}
-	// Some errors (joined ones) end in newlines of their own.
-	fmt.Fprintf(e.stderr, "%s: %s\n", e.name, strings.TrimRight(err.Error(), "\n"))
+	// The runtime's errors start with "norn: " as well, and some (joined
+	// ones) end in newlines of their own.
+	msg := strings.TrimRight(strings.TrimPrefix(err.Error(), "norn: "), "\n")
+	fmt.Fprintf(e.stderr, "%s: %s\n", e.name, msg)
 	var ue *usageError
 	if errors.As(err, &ue) && ue.cmd != "" {
 		fmt.Fprintf(e.stderr, "run '%s help %s' for usage\n", e.name, ue.cmd)

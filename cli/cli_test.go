@@ -44,21 +44,51 @@ func commands(t *testing.T, url string) {
 				t.Errorf("ls --json row %+v", in)
 			}
 		}
-		if want := []string{"order-2:waiting", "order-3:failed", "order-4:waiting"}; !slices.Equal(ids, want) {
+		if want := []string{"order-4:waiting", "order-3:failed", "order-2:waiting"}; !slices.Equal(ids, want) {
 			t.Errorf("ls --status waiting,failed = %v, want %v", ids, want)
 		}
-		if page.Instances[0].Input["item"] != "pen" || page.Instances[1].Error == "" || page.Next != "" {
-			t.Errorf("ls --json: input %v, error %q, next %q", page.Instances[0].Input, page.Instances[1].Error, page.Next)
+		var in Order
+		if err := json.Unmarshal(page.Instances[0].Input, &in); err != nil || in != (Order{Item: "ink", Qty: 2}) ||
+			page.Instances[1].Error == "" || page.Next != "" {
+			t.Errorf("ls --json: input %s, error %q, next %q", page.Instances[0].Input, page.Instances[1].Error, page.Next)
 		}
 
 		// Pages: two rows, then the rest from the token.
-		page = lsJSON(t, env, "--limit", "2")
+		page = lsJSON(t, env, "--workflow", "order", "--limit", "2")
 		if len(page.Instances) != 2 || page.Next == "" {
 			t.Fatalf("ls --limit 2: %d rows, next %q", len(page.Instances), page.Next)
 		}
-		page = lsJSON(t, env, "--limit", "2", "--page", page.Next)
-		if len(page.Instances) != 2 || page.Instances[0].ID != "order-3" || page.Next != "" {
+		page = lsJSON(t, env, "--workflow", "order", "--limit", "2", "--page", page.Next)
+		if len(page.Instances) != 2 || page.Instances[0].ID != "order-2" || page.Next != "" {
 			t.Fatalf("second page: %+v, next %q", page.Instances, page.Next)
+		}
+		if r := norn(t, env, "ls", "--page", "garbage!"); r.code != cli.ExitUsage {
+			t.Errorf("ls with a bad page token: exit %d, stderr %q", r.code, r.stderr)
+		}
+
+		// The other filters.
+		for _, c := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"--input", "item=pen"}, []string{"order-2"}},
+			{[]string{"--input", "qty=1", "--workflow", "order"}, []string{"order-3", "order-1"}},
+			{[]string{"--workflow", "order", "--since", "1h"}, []string{"order-4", "order-3", "order-2", "order-1"}},
+			{[]string{"--workflow", "order", "--before", "1h"}, nil},
+			{[]string{"--workflow", "order", "--updated-since", "2000-01-01", "--status", "completed"}, []string{"order-1"}},
+			{[]string{"--parent", "batch-1", "--since", "1h", "--workflow", "item"}, []string{"batch-1/child:2", "batch-1/child:1"}},
+		} {
+			var ids []string
+			for _, in := range lsJSON(t, env, c.args...).Instances {
+				ids = append(ids, in.ID)
+			}
+			if !slices.Equal(ids, c.want) {
+				t.Errorf("ls %v = %v, want %v", c.args, ids, c.want)
+			}
+		}
+		kids := lsJSON(t, env, "--parent", "batch-1")
+		if len(kids.Instances) != 2 || kids.Instances[0].ID != "batch-1/child:2" || kids.Instances[1].Status != "completed" {
+			t.Errorf("ls --parent batch-1: %+v", kids.Instances)
 		}
 		r := norn(t, env, "ls", "--workflow", "order", "--limit", "3").ok(t)
 		if len(trimLines(r.stdout)) != 4 || !strings.Contains(r.stderr, "more: --page ") {
@@ -74,6 +104,8 @@ func commands(t *testing.T, url string) {
 			Output        struct{ Total int }
 			MailboxDepth  int `json:"mailbox_depth"`
 			Subscriptions []struct{ Channel, Mode string }
+			Timers        []struct{ Kind string }
+			Children      []string
 		}
 		r := norn(t, env, "show", "--json", "order-1").ok(t)
 		if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
@@ -86,8 +118,17 @@ func commands(t *testing.T, url string) {
 		if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
 			t.Fatal(err)
 		}
-		if info.MailboxDepth != 1 || len(info.Subscriptions) != 1 || info.Subscriptions[0].Mode != "broadcast" {
+		if info.MailboxDepth != 1 || len(info.Subscriptions) != 1 || info.Subscriptions[0].Mode != "broadcast" ||
+			len(info.Timers) != 1 || info.Timers[0].Kind != "receive" {
 			t.Errorf("show order-4 --json: %+v", info)
+		}
+		var batch struct{ Children []string }
+		r = norn(t, env, "show", "batch-1", "--json").ok(t)
+		if err := json.Unmarshal([]byte(r.stdout), &batch); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(batch.Children, []string{"batch-1/child:2", "batch-1/child:1"}) {
+			t.Errorf("show batch-1 --json: children %v", batch.Children)
 		}
 	})
 
@@ -114,6 +155,37 @@ func commands(t *testing.T, url string) {
 		}
 		if len(events) != 1 || events[0].Seq != 1 {
 			t.Errorf("history --after 0 --limit 1: %+v", events)
+		}
+	})
+
+	t.Run("mailbox", func(t *testing.T) {
+		golden(t, "mailbox", norn(t, env, "mailbox", "order-2").ok(t).stdout)
+		var msgs []struct {
+			ID, Channel, Type string
+			Payload           string
+			Queued            bool
+		}
+		r := norn(t, env, "mailbox", "order-4", "--json").ok(t)
+		if err := json.Unmarshal([]byte(r.stdout), &msgs); err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || msgs[0].ID != "news-1" || msgs[0].Channel != "news" || msgs[0].Payload != "hello" || msgs[0].Queued {
+			t.Errorf("mailbox order-4 --json: %+v", msgs)
+		}
+	})
+
+	t.Run("timers", func(t *testing.T) {
+		golden(t, "timers", norn(t, env, "timers", "order-2").ok(t).stdout)
+		var timers []struct {
+			ID, Kind, Name string
+			Due            time.Time
+		}
+		r := norn(t, env, "timers", "order-4", "--json").ok(t)
+		if err := json.Unmarshal([]byte(r.stdout), &timers); err != nil {
+			t.Fatal(err)
+		}
+		if len(timers) != 1 || timers[0].Kind != "receive" || time.Until(timers[0].Due) < 23*time.Hour {
+			t.Errorf("timers order-4 --json: %+v", timers)
 		}
 	})
 
@@ -205,8 +277,7 @@ func commands(t *testing.T, url string) {
 type lsPage struct {
 	Instances []struct {
 		ID, Workflow, Status string
-		Input                map[string]any
-		Output               map[string]any
+		Input, Output        json.RawMessage
 		Error                string
 		HistoryLen           int64     `json:"history_len"`
 		CreatedAt            time.Time `json:"created_at"`
@@ -233,7 +304,10 @@ func TestBulkCancel(t *testing.T) {
 	env := []string{cli.StoreEnv + "=" + url}
 
 	r := norn(t, env, "cancel", "--workflow", "order", "--status", "waiting", "--dry-run").ok(t)
-	if got := trimLines(r.stdout); !slices.Equal(got, append(slices.Clone(bulk), "order-2", "order-4")) {
+	newest := slices.Clone(bulk)
+	slices.Reverse(newest)
+	want := append(newest, "order-4", "order-2")
+	if got := trimLines(r.stdout); !slices.Equal(got, want) {
 		t.Fatalf("dry run selected %v", got)
 	}
 	var res struct{ Cancelled, Ended, NotFound []string }
@@ -241,7 +315,6 @@ func TestBulkCancel(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatal(err)
 	}
-	want := append(slices.Clone(bulk), "order-2", "order-4")
 	if !slices.Equal(res.Cancelled, want) || len(res.Ended)+len(res.NotFound) != 0 {
 		t.Fatalf("bulk cancel: %+v, want cancelled %v", res, want)
 	}
@@ -277,6 +350,8 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"not found", env, []string{"show", "nope"}, cli.ExitNotFound, "instance not found"},
 		{"history not found", env, []string{"history", "nope"}, cli.ExitNotFound, "instance not found"},
+		{"mailbox not found", env, []string{"mailbox", "nope"}, cli.ExitNotFound, "instance not found"},
+		{"timers not found", env, []string{"timers", "nope"}, cli.ExitNotFound, "instance not found"},
 		{"send not found", env, []string{"send", "nope", "{}"}, cli.ExitNotFound, "instance not found"},
 		{"cancel not found", env, []string{"cancel", "nope"}, cli.ExitNotFound, "not found"},
 		{"no command", env, nil, cli.ExitUsage, "no command"},
@@ -311,7 +386,7 @@ func TestExitCodes(t *testing.T) {
 // print a command's flags and exit 0.
 func TestHelp(t *testing.T) {
 	r := norn(t, nil, "help").ok(t)
-	for _, name := range []string{"ls", "show", "history", "channels", "send", "publish", "cancel", "replay", "migrate", "members", "version"} {
+	for _, name := range []string{"ls", "show", "history", "mailbox", "timers", "channels", "send", "publish", "cancel", "replay", "migrate", "members", "version"} {
 		if !strings.Contains(r.stdout, "\n  "+name+" ") {
 			t.Errorf("help does not list %s:\n%s", name, r.stdout)
 		}
@@ -382,7 +457,7 @@ func TestReplay(t *testing.T) {
 	r := run(t, os.Args[0], env("v1"), "replay").ok(t)
 	golden(t, "replay", r.stdout)
 	all := parse(run(t, os.Args[0], env("v1"), "replay", "--status", "completed,failed,waiting", "--json").ok(t))
-	if len(all) != 4 {
+	if len(all) != 7 {
 		t.Fatalf("replay of every instance: %+v", all)
 	}
 	for _, x := range all {

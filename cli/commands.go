@@ -31,6 +31,8 @@ func commandTable() []*command {
 		lsCommand(),
 		showCommand(),
 		historyCommand(),
+		mailboxCommand(),
+		timersCommand(),
 		channelsCommand(),
 		sendCommand(),
 		publishCommand(),

@@ -57,17 +57,34 @@ func showCommand() *command {
 					if err != nil {
 						return fmt.Errorf("show %s: %w", pid, err)
 					}
-					return e.printInstance(info)
+					timers, err := c.sys.Timers(e.ctx, pid)
+					if err != nil {
+						return fmt.Errorf("show %s: %w", pid, err)
+					}
+					children, err := c.sys.List(e.ctx, actor.ListQuery{Parent: string(pid), Limit: maxChildren})
+					if err != nil {
+						return fmt.Errorf("show %s: %w", pid, err)
+					}
+					return e.printInstance(info, timers, children)
 				})
 			}
 		},
 	}
 }
 
+// maxChildren bounds the children show lists; ls --parent pages through
+// all of them.
+const maxChildren = 1000
+
 type showJSON struct {
 	instanceJSON
 	MailboxDepth  int                `json:"mailbox_depth"`
 	Subscriptions []subscriptionJSON `json:"subscriptions"`
+	Timers        []timerJSON        `json:"timers"`
+	// Children are the IDs of the first maxChildren children, newest
+	// first; MoreChildren says there are more.
+	Children     []string `json:"children"`
+	MoreChildren bool     `json:"more_children,omitempty"`
 }
 
 type subscriptionJSON struct {
@@ -75,15 +92,32 @@ type subscriptionJSON struct {
 	Mode    string `json:"mode"`
 }
 
-func (e *env) printInstance(info actor.InstanceInfo) error {
+func (e *env) printInstance(info actor.InstanceInfo, timers []actor.Timer, children actor.InstancePage) error {
 	subs := make([]subscriptionJSON, 0, len(info.Subscriptions))
 	var names []string
 	for _, s := range info.Subscriptions {
 		subs = append(subs, subscriptionJSON{Channel: s.Channel, Mode: string(s.Mode)})
 		names = append(names, fmt.Sprintf("%s (%s)", s.Channel, s.Mode))
 	}
+	kids := make([]string, len(children.Instances))
+	for i, c := range children.Instances {
+		kids[i] = c.ID
+	}
 	if e.json {
-		return e.writeJSON(showJSON{instanceJSON: toInstanceJSON(info.Instance), MailboxDepth: info.MailboxDepth, Subscriptions: subs})
+		ts := make([]timerJSON, len(timers))
+		for i, t := range timers {
+			ts[i] = toTimerJSON(t)
+		}
+		return e.writeJSON(showJSON{instanceJSON: toInstanceJSON(info.Instance), MailboxDepth: info.MailboxDepth, Subscriptions: subs,
+			Timers: ts, Children: kids, MoreChildren: children.Next != ""})
+	}
+	pending := fmt.Sprintf("%d pending", len(timers))
+	if len(timers) > 0 {
+		pending += ", next due " + fmtTime(timers[0].Due)
+	}
+	nkids := strconv.Itoa(len(kids))
+	if children.Next != "" {
+		nkids += " or more"
 	}
 	in := info.Instance
 	t := newTable(e.stdout)
@@ -100,6 +134,8 @@ func (e *env) printInstance(info actor.InstanceInfo) error {
 		{"History", fmt.Sprintf("%d events", in.HistoryLen)},
 		{"Mailbox", fmt.Sprintf("%d messages", info.MailboxDepth)},
 		{"Channels", strings.Join(names, ", ")},
+		{"Timers", pending},
+		{"Children", nkids},
 		{"Input", preview(in.Input, 200)},
 		{"Output", preview(in.Output, 200)},
 		{"Error", in.Error},
@@ -129,22 +165,21 @@ else the recorded value, cut short unless --full is given.`,
 					return usagef("history", "--limit must not be negative")
 				}
 				return e.withClient("history", func(c *client) error {
-					hist, err := c.sys.History(e.ctx, pid)
-					if err != nil {
-						return fmt.Errorf("history of %s: %w", pid, err)
-					}
-					if len(hist) == 0 {
-						// History reads the events of an ID whether or not
-						// it exists; an instance always has its start.
-						if _, err := c.sys.Inspect(e.ctx, pid); err != nil {
-							return fmt.Errorf("history of %s: %w", pid, err)
-						}
-					}
 					var page []actor.HistoryEvent
-					for _, h := range hist {
-						if h.Seq > *after && (*limit == 0 || len(page) < *limit) {
-							page = append(page, h)
+					for from := *after; *limit == 0 || len(page) < *limit; {
+						n := historyPageSize
+						if *limit > 0 {
+							n = min(n, *limit-len(page))
 						}
+						evs, err := c.sys.HistoryPage(e.ctx, pid, from, n)
+						if err != nil {
+							return err
+						}
+						page = append(page, evs...)
+						if len(evs) < n {
+							break
+						}
+						from = evs[len(evs)-1].Seq
 					}
 					return e.printHistory(page, *full)
 				})
@@ -152,6 +187,9 @@ else the recorded value, cut short unless --full is given.`,
 		},
 	}
 }
+
+// historyPageSize is how many events history reads at a time.
+const historyPageSize = 1000
 
 type eventJSON struct {
 	Seq     int64     `json:"seq"`

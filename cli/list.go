@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -9,64 +9,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
-	"github.com/nornlabs/norn/persistence"
 )
-
-// listQuery selects instances; zero fields do not filter.
-type listQuery struct {
-	Workflow                    string
-	Statuses                    []actor.Status
-	Parent                      string
-	CreatedAfter, CreatedBefore time.Time
-	UpdatedAfter, UpdatedBefore time.Time
-	Input                       map[string]string
-	Limit                       int
-	PageToken                   string
-}
-
-// listPage is one page of instances and the token of the next ("" at the
-// end).
-type listPage struct {
-	Instances []actor.Instance
-	Next      string
-}
-
-// list reads one page of instances, ordered by ID.
-func (c *client) list(ctx context.Context, q listQuery) (listPage, error) {
-	for _, f := range []struct {
-		set  bool
-		name string
-	}{
-		{q.Parent != "", "--parent"}, {!q.CreatedAfter.IsZero(), "--since"}, {!q.CreatedBefore.IsZero(), "--before"},
-		{!q.UpdatedAfter.IsZero(), "--updated-since"}, {!q.UpdatedBefore.IsZero(), "--updated-before"}, {len(q.Input) > 0, "--input"},
-	} {
-		if f.set {
-			return listPage{}, fmt.Errorf("this build of the store cannot filter by %s", f.name)
-		}
-	}
-	limit := q.Limit
-	rows, err := c.store.List(ctx, persistence.ListFilter{Status: q.Statuses, Workflow: q.Workflow, After: q.PageToken, Limit: limit + 1})
-	if err != nil {
-		return listPage{}, err
-	}
-	var page listPage
-	if len(rows) > limit {
-		rows = rows[:limit]
-		page.Next = rows[len(rows)-1].ID
-	}
-	for _, r := range rows {
-		in := actor.Instance{ID: r.ID, Workflow: r.Workflow, Status: r.Status, Input: r.Input, Error: r.Error, Parent: r.Parent,
-			CancelReason: r.CancelReason, Restarts: r.Restarts, Run: r.Run, HistoryLen: r.HistoryLen, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-		if r.Status == actor.StatusCompleted {
-			in.Output = r.Output
-		}
-		if r.LeaseOwner != "" && time.Now().Before(r.LeaseExpires) {
-			in.Node = r.LeaseOwner
-		}
-		page.Instances = append(page.Instances, in)
-	}
-	return page, nil
-}
 
 // listFlags are the instance filters shared by ls, cancel and replay.
 type listFlags struct {
@@ -84,7 +27,7 @@ func addListFlags(fs *flag.FlagSet) *listFlags {
 	fs.StringVar(&f.before, "before", "", "only instances created before this (as --since)")
 	fs.StringVar(&f.updatedSince, "updated-since", "", "only instances updated at or after this (as --since)")
 	fs.StringVar(&f.updatedBefore, "updated-before", "", "only instances updated before this (as --since)")
-	fs.Var(&f.input, "input", "only instances whose input has this top-level `field=value` (repeatable)")
+	fs.Var(&f.input, "input", "only instances whose JSON input has `field=value`; a dotted field names a nested one (customer.id=7); repeatable")
 	return f
 }
 
@@ -94,9 +37,9 @@ func (f *listFlags) any() bool {
 		f.updatedSince != "" || f.updatedBefore != "" || len(f.input) > 0
 }
 
-// query turns the flags into a listQuery; errors are usage errors of cmd.
-func (f *listFlags) query(cmd string, now time.Time) (listQuery, error) {
-	q := listQuery{Workflow: f.workflow, Parent: f.parent}
+// query turns the flags into a query; errors are usage errors of cmd.
+func (f *listFlags) query(cmd string, now time.Time) (actor.ListQuery, error) {
+	q := actor.ListQuery{Workflow: f.workflow, Parent: f.parent}
 	if len(f.input) > 0 {
 		q.Input = map[string]string(f.input)
 	}
@@ -197,9 +140,14 @@ func (k *kvFlag) Set(s string) error {
 func lsCommand() *command {
 	return &command{
 		name: "ls", synopsis: "[filters]", summary: "list instances, filtered and paged",
-		help: `Instances are listed by ID, a page at a time (--limit). When more remain,
-the token of the next page is printed on stderr (and as "next" with --json):
-pass it to --page, with the same filters. --all lists every page.`,
+		help: `Instances are listed newest first, a page at a time (--limit, at most
+1000). When more remain, the token of the next page is printed on stderr
+(and as "next" with --json): pass it to --page, with the same filters. Paging
+neither repeats nor skips an instance while instances change. --all lists
+every page.
+
+Filters on workflow, status, parent and creation time are answered from
+indexes; --updated-* and --input are checked on the instances those select.`,
 		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
 			lf := addListFlags(fs)
 			limit := fs.Int("limit", 50, "instances per page")
@@ -209,8 +157,8 @@ pass it to --page, with the same filters. --all lists every page.`,
 				if len(args) != 0 {
 					return usagef("ls", "ls takes no arguments, only flags (got %q)", args[0])
 				}
-				if *limit <= 0 {
-					return usagef("ls", "--limit must be positive")
+				if *limit <= 0 || *limit > 1000 {
+					return usagef("ls", "--limit must be between 1 and 1000")
 				}
 				q, err := lf.query("ls", time.Now())
 				if err != nil {
@@ -220,7 +168,10 @@ pass it to --page, with the same filters. --all lists every page.`,
 				return e.withClient("ls", func(c *client) error {
 					var insts []actor.Instance
 					for {
-						p, err := c.list(e.ctx, q)
+						p, err := c.sys.List(e.ctx, q)
+						if errors.Is(err, actor.ErrPageToken) {
+							return usagef("ls", "--page: %v", err)
+						}
 						if err != nil {
 							return fmt.Errorf("list instances: %w", err)
 						}

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	testutil.RunChildRole(map[string]func() int{"node": nodeRole})
 	switch os.Getenv(workflowsEnv) {
 	case "v1":
-		os.Exit(cli.Main(os.Args[1:], orderFlow))
+		os.Exit(cli.Main(os.Args[1:], orderFlow, batchFlow, itemFlow))
 	case "v2":
 		os.Exit(cli.Main(os.Args[1:], orderFlowV2))
 	}
@@ -129,11 +129,28 @@ var orderFlow = actor.Workflow("order", func(ctx *actor.Context, o Order) (Recei
 		if err := ctx.Subscribe("news", mailbox.Broadcast); err != nil {
 			return Receipt{}, err
 		}
-		if _, err := actor.Receive[Approval](ctx); err != nil {
+		if _, err := actor.Receive[Approval](ctx, mailbox.Timeout(24*time.Hour)); err != nil {
 			return Receipt{}, err
 		}
 	}
 	return Receipt{Total: total}, nil
+})
+
+// itemFlow is a child of batchFlow.
+var itemFlow = actor.Workflow("item", func(ctx *actor.Context, name string) (string, error) { return name + " packed", nil })
+
+// batchFlow spawns one child per item and waits for them.
+var batchFlow = actor.Workflow("batch", func(ctx *actor.Context, items []string) (int, error) {
+	for _, it := range items {
+		pid, err := actor.SpawnChild(ctx, itemFlow, it)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := actor.AwaitChild(ctx, itemFlow, pid); err != nil {
+			return 0, err
+		}
+	}
+	return len(items), nil
 })
 
 var quote = actor.Activity("quote", func(_ context.Context, o Order) (int, error) { return 4 * o.Qty, nil })
@@ -145,9 +162,10 @@ var orderFlowV2 = actor.Workflow("order", func(ctx *actor.Context, o Order) (Rec
 })
 
 // seed fills the store at url with instances in known states: order-1
-// completed, order-2 and order-4 waiting for an approval with a news
-// message they do not take in their mailboxes, order-3 failed, and a
-// message queued on the jobs channel. No node runs afterwards.
+// completed, order-2 and order-4 waiting for an approval (with a timeout)
+// with a news message they do not take in their mailboxes, order-3 failed,
+// batch-1 completed with two item children, and a message queued on the
+// jobs channel; extra are more waiting orders. No node runs afterwards.
 func seed(t *testing.T, url string, extra ...string) {
 	t.Helper()
 	ctx := testutil.Ctx(t, time.Minute)
@@ -156,7 +174,7 @@ func seed(t *testing.T, url string, extra ...string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(orderFlow), Logger: testutil.Logger(),
+	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(orderFlow, batchFlow, itemFlow), Logger: testutil.Logger(),
 		PassivateAfter: 10 * time.Millisecond, LeaseTTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +191,10 @@ func seed(t *testing.T, url string, extra ...string) {
 	for _, id := range extra {
 		spawn(id, Order{Item: "bulk", Qty: 2})
 	}
-	for _, id := range []string{"order-1", "order-3"} {
+	if _, err := actor.Spawn(ctx, sys, batchFlow, []string{"cup", "jar"}, actor.WithID("batch-1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"order-1", "order-3", "batch-1"} {
 		if _, err := sys.AwaitDone(ctx, actor.PID(id)); err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +210,9 @@ func seed(t *testing.T, url string, extra ...string) {
 		return true
 	}
 	testutil.Eventually(t, 30*time.Second, "waiting instances subscribed", subscribed)
+	// The news wakes the waiting instances, which do not take it and
+	// passivate again: wait for that, not for the state before it.
+	published := time.Now()
 	if _, err := sys.Publish(ctx, "news", "hello", actor.WithMessageID("news-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +222,7 @@ func seed(t *testing.T, url string, extra ...string) {
 	testutil.Eventually(t, 30*time.Second, "waiting instances passivated", func() bool {
 		for _, id := range waiting {
 			in, err := st.Instance(ctx, id)
-			if err != nil || in.Status != persistence.StatusWaiting {
+			if err != nil || in.Status != persistence.StatusWaiting || !in.UpdatedAt.After(published) {
 				return false
 			}
 		}
