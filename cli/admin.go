@@ -116,49 +116,26 @@ members it learns of (itself included, as a client), and leaves. It needs
 no store. Its gossip and remote endpoints listen on free ports of --bind,
 which the nodes must be able to reach.`,
 		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
-			seeds := fs.String("seeds", "", "gossip addresses of running nodes, comma-separated (required)")
-			bind := fs.String("bind", "0.0.0.0", "IP address to listen on")
-			advertise := fs.String("advertise", "", "IP address the nodes reach this one at (default: the bind address, or the host's private IP)")
-			key := fs.String("secret-key", "", "the cluster's gossip key, hex (16, 24 or 32 bytes); default $NORN_GOSSIP_KEY")
 			timeout := fs.Duration("timeout", 15*time.Second, "give up joining after this")
 			return func(args []string) error {
 				if len(args) != 0 {
 					return usagef("members", "members takes no arguments, only flags")
 				}
-				if *seeds == "" {
-					return usagef("members", "--seeds is required")
+				cfg, err := e.clusterConfig("members")
+				if err != nil {
+					return err
 				}
-				cfg := cluster.LAN()
-				cfg.GossipBindPort, cfg.RemoteBindPort = 0, 0
-				cfg.GossipBindAddr, cfg.RemoteBindAddr = *bind, *bind
-				cfg.GossipAdvertiseAddr = *advertise
-				cfg.Client = true
-				cfg.Logger = e.log
-				for _, s := range strings.Split(*seeds, ",") {
-					if s = strings.TrimSpace(s); s != "" {
-						cfg.Seeds = append(cfg.Seeds, s)
-					}
+				if cfg == nil {
+					return usagef("members", "--seeds (or $%s) is required", SeedsEnv)
 				}
-				k := *key
-				if k == "" {
-					k = e.getenv("NORN_GOSSIP_KEY")
-				}
-				if k != "" {
-					b, err := hex.DecodeString(k)
-					if err != nil {
-						return usagef("members", "--secret-key is not hex: %v", err)
-					}
-					cfg.SecretKey = b
-				}
-				cl, err := cluster.New(cfg)
+				cl, err := cluster.New(*cfg)
 				if err != nil {
 					return usagef("members", "%v", err)
 				}
-				host, _ := os.Hostname()
 				ctx, cancel := context.WithTimeout(e.ctx, *timeout)
 				defer cancel()
 				noop := func([]string) {}
-				err = cl.Join(ctx, actor.ClusterHost{NodeID: fmt.Sprintf("norn-cli-%s-%d", host, os.Getpid()), Wake: noop, Changed: noop, Logger: e.log})
+				err = cl.Join(ctx, actor.ClusterHost{NodeID: e.nodeID(), Wake: noop, Changed: noop, Logger: e.log})
 				if err != nil {
 					return fmt.Errorf("join the cluster: %w", err)
 				}
@@ -175,6 +152,46 @@ which the nodes must be able to reach.`,
 			}
 		},
 	}
+}
+
+// clusterConfig is the client member's cluster configuration, or nil
+// without seeds.
+func (e *env) clusterConfig(cmd string) (*cluster.Config, error) {
+	seeds := e.seeds
+	if seeds == "" {
+		seeds = e.getenv(SeedsEnv)
+	}
+	if seeds == "" {
+		return nil, nil
+	}
+	cfg := cluster.LAN()
+	cfg.GossipBindPort, cfg.RemoteBindPort = 0, 0
+	cfg.GossipBindAddr, cfg.RemoteBindAddr = e.bind, e.bind
+	cfg.Client = true
+	cfg.Logger = e.log
+	for _, s := range strings.Split(seeds, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.Seeds = append(cfg.Seeds, s)
+		}
+	}
+	key := e.secretKey
+	if key == "" {
+		key = e.getenv(KeyEnv)
+	}
+	if key != "" {
+		b, err := hex.DecodeString(key)
+		if err != nil {
+			return nil, usagef(cmd, "--secret-key is not hex: %v", err)
+		}
+		cfg.SecretKey = b
+	}
+	return &cfg, nil
+}
+
+// nodeID names the command in leases and in the cluster.
+func (e *env) nodeID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("norn-cli-%s-%d", host, os.Getpid())
 }
 
 type memberJSON struct {

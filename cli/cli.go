@@ -31,8 +31,12 @@ const (
 	ExitNotFound = 3
 )
 
-// StoreEnv is the environment variable read when --store is not given.
-const StoreEnv = "NORN_STORE"
+// Environment variables read when the flags are not given.
+const (
+	StoreEnv = "NORN_STORE"      // --store
+	SeedsEnv = "NORN_SEEDS"      // --seeds
+	KeyEnv   = "NORN_GOSSIP_KEY" // --secret-key
+)
 
 // Options configure Run. The zero value is the plain norn command.
 type Options struct {
@@ -145,12 +149,16 @@ type env struct {
 	tty            bool
 
 	// Set by the common flags.
-	storeURL string
-	json     bool
+	storeURL  string
+	json      bool
+	seeds     string
+	bind      string
+	secretKey string
 }
 
 func newEnv(ctx context.Context, o Options) *env {
-	e := &env{ctx: ctx, opts: o, name: o.Name, stdin: o.Stdin, stdout: o.Stdout, stderr: o.Stderr, getenv: o.Getenv, log: o.Logger}
+	e := &env{ctx: ctx, opts: o, name: o.Name, stdin: o.Stdin, stdout: o.Stdout, stderr: o.Stderr, getenv: o.Getenv, log: o.Logger,
+		bind: "0.0.0.0"}
 	if e.name == "" {
 		e.name = "norn"
 	}
@@ -192,6 +200,9 @@ func isTerminal(f *os.File) bool {
 func (e *env) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&e.storeURL, "store", e.storeURL, "store: an SQLite file path, sqlite://PATH or postgres://… (default $"+StoreEnv+")")
 	fs.BoolVar(&e.json, "json", e.json, "print JSON instead of tables")
+	fs.StringVar(&e.seeds, "seeds", e.seeds, "gossip addresses (host:port, comma-separated) of a cluster's nodes: join as a client member, so that what the command writes wakes the owners at once (default $"+SeedsEnv+")")
+	fs.StringVar(&e.bind, "bind", e.bind, "with --seeds: the IP address to listen on for gossip (free ports are picked)")
+	fs.StringVar(&e.secretKey, "secret-key", e.secretKey, "with --seeds: the cluster's gossip key, hex (default $"+KeyEnv+")")
 }
 
 // dispatch parses the common flags and the command name and runs it.

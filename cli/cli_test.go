@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/cli"
+	"github.com/nornlabs/norn/internal/clusternode"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/storeurl"
@@ -548,4 +550,37 @@ func TestProgressBar(t *testing.T) {
 	if stdout.String() != "cancelled 5, already ended 0, not found 0, failed 0\n" {
 		t.Errorf("counts: %q", stdout.String())
 	}
+}
+
+// TestClusterWake cancels an instance parked on a cluster node that shares
+// an SQLite file with the command. SQLite tells no other process of a
+// commit, and the node holds the instance's lease, so its scans skip it:
+// only the wake-up that the command sends as a client member (--seeds)
+// makes the node act on the cancel while the instance sleeps for an hour.
+func TestClusterWake(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	norn(t, nil, "migrate", "--store", url).ok(t)
+	node := testutil.StartChild(t, "node", "NODE_STORE="+url, "NODE_ID=node-a", "NODE_RECOVERY=200ms")
+	addr := strings.Fields(node.WaitLine(t, "ready ", time.Minute))[2]
+
+	ctx := testutil.Ctx(t, time.Minute)
+	st := testutil.OpenSQLite(t, url)
+	sys := testutil.StartNode(t, actor.Config{Store: st, Client: true})
+	if _, err := actor.Spawn(ctx, sys, clusternode.Sleeper("node-a"), clusternode.SleepInput{Until: time.Now().Add(time.Hour)},
+		actor.WithID("sleeper-1")); err != nil {
+		t.Fatal(err)
+	}
+	node.WaitLine(t, "activated node-a sleeper-1", time.Minute)
+	testutil.Eventually(t, 30*time.Second, "sleeper-1 has its timer", func() bool {
+		ts, err := sys.Timers(ctx, "sleeper-1")
+		return err == nil && len(ts) == 1
+	})
+
+	norn(t, nil, "cancel", "sleeper-1", "--store", url, "--seeds", addr, "--bind", "127.0.0.1").ok(t)
+	testutil.Eventually(t, 30*time.Second, "sleeper-1 cancelled by its node", func() bool {
+		in, err := st.Instance(ctx, "sleeper-1")
+		return err == nil && in.Status == persistence.StatusCancelled
+	})
+	node.Signal(t, syscall.SIGTERM)
+	<-node.Exited()
 }

@@ -78,6 +78,13 @@ func nodeRole() int {
 	if s := os.Getenv("NODE_SEEDS"); s != "" {
 		cfg.Seeds = []string{s}
 	}
+	if s := os.Getenv("NODE_RECOVERY"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return testutil.ChildFail("NODE_RECOVERY: %v", err)
+		}
+		cfg.RecoveryInterval = d
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM)
 	n, err := clusternode.Start(ctx, cfg)

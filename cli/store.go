@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/cluster"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/storeurl"
 )
@@ -63,6 +64,10 @@ func (e *env) openStore(cmd string, create bool) (persistence.Store, string, err
 	return st, u, nil
 }
 
+// joinTimeout bounds the start of the client System, which with --seeds
+// joins the cluster.
+const joinTimeout = 30 * time.Second
+
 // client is an open store and a System on it that runs no instances.
 type client struct {
 	store persistence.Store
@@ -76,11 +81,24 @@ func (e *env) openClient(cmd string) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
-	sys, err := actor.Start(e.ctx, actor.Config{
-		Store: st, Client: true, NodeID: fmt.Sprintf("norn-cli-%s-%d", host, os.Getpid()), Logger: e.log,
-		Codec: e.opts.Codec, Errors: e.opts.Errors,
-	})
+	cfg := actor.Config{Store: st, Client: true, NodeID: e.nodeID(), Logger: e.log, Codec: e.opts.Codec, Errors: e.opts.Errors}
+	ccfg, err := e.clusterConfig(cmd)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if ccfg != nil {
+		cl, err := cluster.New(*ccfg)
+		if err != nil {
+			st.Close()
+			return nil, usagef(cmd, "%v", err)
+		}
+		cfg.Cluster = cl
+	}
+	// Joining a cluster whose seeds do not answer must not hang.
+	ctx, cancel := context.WithTimeout(e.ctx, joinTimeout)
+	defer cancel()
+	sys, err := actor.Start(ctx, cfg)
 	if err != nil {
 		st.Close()
 		return nil, err
