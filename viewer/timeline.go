@@ -102,7 +102,6 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 			_ = json.Unmarshal(e.Payload, &r)
 			retries[e.Ref] = append(retries[e.Ref], r)
 			it.Class, it.Label = "retry", "attempt failed"
-			it.Attempts = r.Attempt
 			it.Error = r.Error
 			if !r.Next.IsZero() {
 				it.Detail = "attempt " + strconv.Itoa(r.Attempt) + "; next not before " + stamp(r.Next) +
@@ -140,7 +139,17 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 				it.Link, it.LinkText = h.instanceURL(m.Sender), m.Sender
 			}
 			if m.Channel == mailbox.DownChannel {
-				it.Class, it.Label = "child", "exit received"
+				// A linked child's or a monitored instance's end.
+				var down mailbox.Down
+				_ = json.Unmarshal(m.Payload, &down)
+				it.Class, it.Label, it.Name = "child", "ended: "+down.Status, ""
+				it.Link, it.LinkText = h.instanceURL(string(down.PID)), string(down.PID)
+				it.Detail, it.Payload = "", ""
+				if down.Error != "" {
+					it.Error = down.Error
+				} else if down.Status == string(actor.StatusCompleted) {
+					it.Detail, it.Payload = "output "+short(down.Output, 80), pretty(down.Output)
+				}
 			}
 		case actor.EventSent:
 			it.Class, it.Label = "message", "message sent"
