@@ -91,6 +91,20 @@ type Config struct {
 	// lease races, and a dead node's instances wait for its leases to
 	// expire).
 	Cluster Cluster
+	// Client makes the System a client of the store rather than a node: it
+	// runs no instances (no activations, recovery scans, timers or lease
+	// renewals), while Spawn, Send, SendOn, Publish, PublishWith, Cancel,
+	// Await and the read calls (Inspect, List, HistoryPage, ...) work as
+	// usual. The nodes sharing the store run what it spawns and delivers:
+	// a store that notifies across processes (PostgreSQL) wakes them at
+	// once; on SQLite, which has no such notifications, a node in another
+	// process finds the work at its next recovery scan (RecoveryInterval).
+	// In a cluster (Cluster set, as a member that owns nothing) wake-ups go
+	// to the owners. Workflows may be empty: Spawn accepts a definition
+	// that is not registered here, since running it is the nodes' business.
+	// Tools such as the norn command use this to act on a store without the
+	// program's workflows.
+	Client bool
 }
 
 // System is a running node. Create it with Start, end it with Stop.
@@ -266,9 +280,11 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	// A node restarted under the same NodeID holds no activation yet: leases
 	// in its name are left over from its previous life. Free them so that
 	// recovery takes those instances back now (renewing them would keep
-	// them stranded).
-	if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
-		return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
+	// them stranded). A client never holds leases.
+	if !cfg.Client {
+		if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
+			return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
+		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.cluster != nil {
@@ -279,6 +295,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		}
 		s.owned = s.ownedMask()
 		s.goBG(s.rebalanceLoop)
+	}
+	if cfg.Client {
+		return s, nil
 	}
 	s.goBG(func() {
 		if err := svc.Run(s.ctx); err != nil {
@@ -380,8 +399,10 @@ func (s *System) Stop(ctx context.Context) error {
 	s.cancel()
 	s.closeOutboxWatchers()
 	s.bg.Wait()
-	if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
-		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+	if !s.cfg.Client {
+		if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
+			err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+		}
 	}
 	if s.cluster != nil {
 		// Only now, with the leases released: the other nodes take this
@@ -607,8 +628,11 @@ func (s *System) wakeFromPeer(ids []string) {
 	}
 }
 
-// owns reports whether this node should host id.
+// owns reports whether this node should host id; a client hosts nothing.
 func (s *System) owns(id string) bool {
+	if s.cfg.Client {
+		return false
+	}
 	return s.cluster == nil || s.cluster.Owner(persistence.BucketOf(id)) == s.cfg.NodeID
 }
 
@@ -647,7 +671,7 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		s.starting[id] = st
 		return nil
 	}
-	if s.stopping || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
+	if s.stopping || s.cfg.Client || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
 		// A stopping node has left the cluster: what it commits meanwhile
 		// (an activation finishing, a Send) wakes the new owners.
 		if s.cluster != nil && from == fromHere {
