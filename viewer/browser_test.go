@@ -136,12 +136,27 @@ func TestBrowserListInstanceCancel(t *testing.T) {
 	if err != nil || strings.Contains(loc, "token") {
 		t.Fatalf("location %q, %v", loc, err)
 	}
+	list := textOf(t, tab, "#instances")
+	wantIn(t, "list", list, f.done, f.kid, f.waiting, f.failed, "completed", "running", "failed", "card declined")
 	screenshot(t, tab, "list")
 
-	// The search box opens the completed order.
+	// Filter by status: only the failed one is left.
 	if err := chromedp.Do(tab,
-		chromedp.SetValue(chromedp.CSS("#search-id"), f.done),
-		chromedp.Submit(chromedp.CSS("#search-id")),
+		chromedp.Click(chromedp.CSS(`#filters input[name="status"][value="failed"]`)),
+		chromedp.Submit(chromedp.CSS("#filters")),
+		chromedp.WaitVisible(chromedp.CSS(`#instances a[href="/norn/instances/`+f.failed+`"]`))); err != nil {
+		t.Fatal(err)
+	}
+	list = textOf(t, tab, "#instances")
+	if strings.Contains(list, f.done) || strings.Contains(list, f.waiting) {
+		t.Errorf("status filter failed shows others:\n%s", list)
+	}
+	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL+"/norn/"), chromedp.WaitVisible(chromedp.CSS("#instances"))); err != nil {
+		t.Fatal(err)
+	}
+
+	// list → the completed order.
+	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS(`#instances a[href="/norn/instances/`+f.done+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#timeline"))); err != nil {
 		t.Fatal(err)
 	}

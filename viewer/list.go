@@ -1,6 +1,8 @@
 package viewer
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,6 +22,7 @@ var allStatuses = []string{
 type listData struct {
 	pageData
 	Workflow  string
+	Parent    string
 	Workflows []string
 	Statuses  map[string]bool
 	Input     string
@@ -27,6 +30,7 @@ type listData struct {
 	NextURL   string
 	FirstURL  string
 	Filtered  bool
+	Paged     bool // not the first page
 	Error     string
 }
 
@@ -39,13 +43,14 @@ type listRow struct {
 // filter is what the list's form asks for.
 type filter struct {
 	workflow string
+	parent   string
 	statuses []string
 	input    map[string]string
 	token    string
 }
 
 func parseFilter(q url.Values) (filter, string) {
-	f := filter{workflow: strings.TrimSpace(q.Get("workflow")), token: q.Get("page")}
+	f := filter{workflow: strings.TrimSpace(q.Get("workflow")), parent: strings.TrimSpace(q.Get("parent")), token: q.Get("page")}
 	for _, s := range q["status"] {
 		if slices.Contains(allStatuses, s) && !slices.Contains(f.statuses, s) {
 			f.statuses = append(f.statuses, s)
@@ -86,18 +91,24 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, bad := parseFilter(q)
-	d := &listData{pageData: h.page("Instances"), Workflow: f.workflow, Workflows: h.sys.Workflows(),
+	d := &listData{pageData: h.page("Instances"), Workflow: f.workflow, Parent: f.parent, Workflows: h.sys.Workflows(),
 		Statuses: map[string]bool{}, Input: q.Get("input"), FirstURL: h.listURL(f, "")}
 	for _, s := range f.statuses {
 		d.Statuses[s] = true
 	}
-	d.Filtered = f.workflow != "" || len(f.statuses) > 0 || len(f.input) > 0
+	d.Filtered = f.workflow != "" || f.parent != "" || len(f.statuses) > 0 || len(f.input) > 0
+	d.Paged = f.token != ""
 	if bad != "" {
 		d.Error = "The input filter takes field=value pairs separated by commas; " + bad + " is not one."
 		h.render(w, r, http.StatusBadRequest, "list", d)
 		return
 	}
-	rows, next, err := h.listInstances(r, f)
+	rows, next, err := h.listInstances(r.Context(), f)
+	if errors.Is(err, actor.ErrPageToken) {
+		d.Error = "The page token is not valid; start again from the first page."
+		h.render(w, r, http.StatusBadRequest, "list", d)
+		return
+	}
 	if err != nil {
 		h.serverError(w, r, err)
 		return
@@ -114,6 +125,9 @@ func (h *handler) listURL(f filter, tok string) string {
 	q := url.Values{}
 	if f.workflow != "" {
 		q.Set("workflow", f.workflow)
+	}
+	if f.parent != "" {
+		q.Set("parent", f.parent)
 	}
 	for _, s := range f.statuses {
 		q.Add("status", s)
@@ -148,9 +162,22 @@ func (h *handler) row(in actor.Instance) listRow {
 	return r
 }
 
-// listInstances reads one page of the list.
-func (h *handler) listInstances(r *http.Request, f filter) ([]listRow, string, error) {
-	_ = f
-	_ = r
-	return nil, "", nil
+// listPage is how many instances the list shows at once.
+const listPage = 50
+
+// listInstances reads one page of the list and the token of the next.
+func (h *handler) listInstances(ctx context.Context, f filter) ([]listRow, string, error) {
+	q := actor.ListQuery{Workflow: f.workflow, Parent: f.parent, Input: f.input, Limit: listPage, PageToken: f.token}
+	for _, s := range f.statuses {
+		q.Statuses = append(q.Statuses, actor.Status(s))
+	}
+	page, err := h.sys.List(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	rows := make([]listRow, len(page.Instances))
+	for i, in := range page.Instances {
+		rows[i] = h.row(in)
+	}
+	return rows, page.Next, nil
 }

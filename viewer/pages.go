@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -15,7 +16,6 @@ import (
 type instanceData struct {
 	pageData
 	Inst       actor.Instance
-	Active     bool
 	Input      string
 	Output     string
 	Failure    string
@@ -27,18 +27,20 @@ type instanceData struct {
 	FirstURL   string // back to first and last events
 	Paged      bool   // showing a page after "more"
 	Mailbox    []mailRow
-	MailDepth  int
 	MailMore   bool
 	Subs       []actor.Subscription
 	Timers     []timerRow
 	Children   []childRow
-	ParentURL  string
-	Terminal   bool
+	// ChildrenURL lists all children when the page shows only the first.
+	ChildrenURL string
+	ParentURL   string
+	Terminal    bool
 }
 
 type mailRow struct {
 	ID, Channel, Sender, SenderURL, Type, Preview, Payload string
 	At                                                     time.Time
+	Queued                                                 bool // in a competing channel's queue
 }
 
 type timerRow struct {
@@ -63,19 +65,18 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	info, err := h.sys.Inspect(ctx, actor.PID(id))
+	pid := actor.PID(id)
+	inst, err := h.sys.Instance(ctx, pid)
 	if errors.Is(err, actor.ErrNotFound) {
 		h.notFoundInstance(w, r, id)
 		return
 	}
 	if err != nil {
-		h.serverError(w, r, fmt.Errorf("read %s: %w", id, err))
+		h.serverError(w, r, err)
 		return
 	}
-	inst := info.Instance
-	d := &instanceData{pageData: h.page(id), Inst: inst, Active: info.Active, Flash: r.URL.Query().Get("flash"),
-		Input: pretty(inst.Input), Output: pretty(inst.Output), Terminal: inst.Status.Terminal(),
-		Subs: info.Subscriptions, MailDepth: info.MailboxDepth}
+	d := &instanceData{pageData: h.page(id), Inst: inst, Flash: r.URL.Query().Get("flash"),
+		Input: pretty(inst.Input), Output: pretty(inst.Output), Terminal: inst.Status.Terminal()}
 	d.Search = id
 	if inst.Failure != nil {
 		d.Failure = inst.Failure.Error()
@@ -85,7 +86,7 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 	}
 	win, err := h.history(ctx, id, inst.HistoryLen, after)
 	if err != nil {
-		h.serverError(w, r, fmt.Errorf("history of %s: %w", id, err))
+		h.serverError(w, r, err)
 		return
 	}
 	var start time.Time
@@ -100,15 +101,9 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		d.MoreURL = h.instanceURL(id) + "?after=" + strconv.FormatInt(win.next, 10) + "#timeline"
 	}
 	d.FirstURL = h.instanceURL(id) + "#timeline"
-	for _, t := range waitsFrom(win.head, win.tail) {
-		if !d.Terminal {
-			d.Timers = append(d.Timers, timerRow{ID: t.ID, What: t.What, Due: t.Due})
-		}
-	}
-	for _, it := range append(append([]item(nil), d.Head...), d.Tail...) {
-		if it.Class == "child" && it.Label == "child spawned" && it.LinkText != "" {
-			d.Children = append(d.Children, childRow{ID: it.LinkText, URL: it.Link, Workflow: it.Name})
-		}
+	if err := h.loadSide(ctx, pid, d); err != nil {
+		h.serverError(w, r, err)
+		return
 	}
 	d.Diagram = svg(diagramSteps(d.Head, d.Tail, d.Gap, h.waitSteps(d)))
 	h.render(w, r, http.StatusOK, "instance", d)
@@ -122,6 +117,9 @@ func (h *handler) waitSteps(d *instanceData) []step {
 		return nil
 	case actor.StatusFailed, actor.StatusCancelled:
 		return nil
+	}
+	if d.Inst.CancelReason != "" {
+		return []step{{Class: "cancel", Text: "cancel requested", Seq: -1, Wait: true}}
 	}
 	var out []step
 	for _, t := range d.Timers {
@@ -137,8 +135,66 @@ func (h *handler) waitSteps(d *instanceData) []step {
 		}
 		out = append(out, step{Class: "other", Text: text, Seq: -1, Wait: true})
 	}
-	if d.MailDepth > 0 {
-		out = append(out, step{Class: "message", Text: fmt.Sprintf("%d message(s) in the mailbox", d.MailDepth), Seq: -1, Wait: true})
+	if n := len(d.Mailbox); n > 0 {
+		text := fmt.Sprintf("%d in the mailbox", n)
+		if d.MailMore {
+			text = fmt.Sprintf("%d+ in the mailbox", n)
+		}
+		out = append(out, step{Class: "message", Text: text, Seq: -1, Wait: true})
 	}
 	return out
+}
+
+// childrenShown bounds the children listed on an instance's page; the list
+// page filtered by parent shows them all.
+const childrenShown = 20
+
+// loadSide reads what the page shows beside the timeline: mailbox,
+// subscriptions, pending timers and children.
+func (h *handler) loadSide(ctx context.Context, pid actor.PID, d *instanceData) error {
+	msgs, err := h.sys.Mailbox(ctx, pid, mailShown+1)
+	if err != nil {
+		return err
+	}
+	if len(msgs) > mailShown {
+		msgs, d.MailMore = msgs[:mailShown], true
+	}
+	for _, m := range msgs {
+		row := mailRow{ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type, At: m.PublishedAt,
+			Preview: short(m.Payload, 60), Payload: pretty(m.Payload), Queued: m.Queued}
+		if m.Sender != "" {
+			row.SenderURL = h.instanceURL(m.Sender)
+		}
+		d.Mailbox = append(d.Mailbox, row)
+	}
+	if d.Subs, err = h.sys.Subscriptions(ctx, pid); err != nil {
+		return err
+	}
+	timers, err := h.sys.Timers(ctx, pid)
+	if err != nil {
+		return err
+	}
+	for _, t := range timers {
+		what := t.Kind
+		switch t.Kind {
+		case actor.TimerSleep:
+			what = "sleep"
+		case actor.TimerReceive:
+			what = "receive timeout"
+		case actor.TimerRetry:
+			what = "next attempt of " + t.Name
+		}
+		d.Timers = append(d.Timers, timerRow{ID: t.ID, What: what, Due: t.Due})
+	}
+	page, err := h.sys.List(ctx, actor.ListQuery{Parent: string(pid), Limit: childrenShown})
+	if err != nil {
+		return err
+	}
+	for _, c := range page.Instances {
+		d.Children = append(d.Children, childRow{ID: c.ID, URL: h.instanceURL(c.ID), Workflow: c.Workflow, Status: c.Status})
+	}
+	if page.Next != "" {
+		d.ChildrenURL = h.listURL(filter{parent: string(pid)}, "")
+	}
+	return nil
 }
