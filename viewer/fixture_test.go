@@ -112,7 +112,7 @@ func newFixture(t *testing.T) *fixture {
 	ctx := testutil.Ctx(t, 30*time.Second)
 	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
 	sys := testutil.StartNode(t, actor.Config{Store: st,
-		Workflows: actor.Register(orderFlow, ship, approvalFlow, fragileFlow)})
+		Workflows: actor.Register(orderFlow, ship, approvalFlow, fragileFlow, chatty)})
 	f := &fixture{sys: sys, store: st}
 	pid, err := actor.Spawn(ctx, sys, orderFlow, Order{Customer: "ann", Amount: 42}, actor.WithID("order-ann"))
 	if err != nil {
@@ -166,3 +166,11 @@ func (f *fixture) serve(t *testing.T, opts viewer.Options) *httptest.Server {
 
 // skipBrowser reports whether browser tests may be skipped here.
 func skipBrowser() bool { return os.Getenv("NORN_SKIP_BROWSER") == "1" }
+
+// chatty writes n history events: its start, n-2 clock reads, its end.
+var chatty = actor.Workflow("chatty", func(ctx *actor.Context, n int) (int, error) {
+	for range n - 2 {
+		ctx.Now()
+	}
+	return n, nil
+})

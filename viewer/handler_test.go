@@ -89,10 +89,15 @@ func TestInstancePages(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "ship", "completed", "Parent order-ann", "shipped to ann")
 
+	// A message it does not take (a string, not an Approval) waits in its mailbox.
+	if err := f.sys.Send(testutil.Ctx(t, 5*time.Second), actor.PID(f.waiting), "not an approval"); err != nil {
+		t.Fatal(err)
+	}
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "approval-cid", "subscribed approvals", "receive waits", "Pending timers", "receive timeout",
-		"approvals broadcast", "waits: receive timeout in 59m")
+		"approvals broadcast", "waits: receive timeout in 59m", "Mailbox 1", "direct · string · from outside",
+		`"not an approval"`, "1 in the mailbox")
 
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.failed)
 	wantStatus(t, resp, body, http.StatusOK)
