@@ -104,16 +104,18 @@ var fragileFlow = actor.Workflow("fragile", func(ctx *actor.Context, o Order) (i
 type fixture struct {
 	sys                        *actor.System
 	store                      *sqlite.Store
+	path                       string // the SQLite file
 	done, waiting, failed, kid string
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := testutil.Ctx(t, 30*time.Second)
-	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
 	sys := testutil.StartNode(t, actor.Config{Store: st,
 		Workflows: actor.Register(orderFlow, ship, approvalFlow, fragileFlow, chatty)})
-	f := &fixture{sys: sys, store: st}
+	f := &fixture{sys: sys, store: st, path: path}
 	pid, err := actor.Spawn(ctx, sys, orderFlow, Order{Customer: "ann", Amount: 42}, actor.WithID("order-ann"))
 	if err != nil {
 		t.Fatal(err)

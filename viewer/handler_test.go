@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -269,4 +271,38 @@ func TestCancelAndSend(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	_, body = get(t, nil, srv.URL+resp.Header.Get("Location"))
 	wantText(t, body, "Not cancelled: the instance has already ended.")
+}
+
+// The norn command serves the viewer from a client System (one that runs
+// no instances) on the program's store: it reads everything, and its cancel
+// is recorded in the store for the node that runs the instance. (On SQLite
+// that node is not woken across Systems; it sees the request when the
+// instance next activates, so the test checks the durable request.)
+func TestClientSystem(t *testing.T) {
+	f := newFixture(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	client := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, f.path), Client: true})
+	h, err := viewer.New(client, viewer.Options{AllowActions: true, Logger: testutil.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	_, body := get(t, nil, srv.URL+"/")
+	ids, _ := rows(body)
+	if !slices.Contains(ids, f.done) || !slices.Contains(ids, f.waiting) || !slices.Contains(ids, f.failed) {
+		t.Fatalf("client lists %v", ids)
+	}
+	resp, body := get(t, nil, srv.URL+"/instances/"+f.done)
+	wantStatus(t, resp, body, http.StatusOK)
+	wantText(t, body, "activity charge", "2 attempts")
+
+	_, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
+	resp, body = post(t, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	inst, err := f.sys.Instance(ctx, actor.PID(f.waiting))
+	if err != nil || inst.CancelReason != "cancelled from the viewer" {
+		t.Fatalf("cancel from the client: %+v, %v", inst, err)
+	}
 }
