@@ -97,6 +97,12 @@ func screenshot(t *testing.T, tab context.Context, name string) string {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", p)
+	// NORN_VIEWER_SHOTS keeps them for a look after the test.
+	if dir := os.Getenv("NORN_VIEWER_SHOTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 	return p
 }
 

@@ -79,7 +79,7 @@ func TestInstancePages(t *testing.T) {
 	resp, body := get(t, nil, srv.URL+"/instances/"+f.done)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "order-ann", "completed", "activity reserve", "2 attempts", "attempt failed",
-		"stock service busy", "activity charge", "child spawned", f.kid, "ended: completed", `output "shipped to ann"`, `"charged": 42`, `"customer": "ann"`)
+		"stock service busy", "activity charge", "child spawned", f.kid, "child ended: completed", `output "shipped to ann"`, `"charged": 42`, `"customer": "ann"`)
 	if !strings.Contains(body, `href="/instances/order-ann/child:1"`) {
 		t.Errorf("no link to the child")
 	}

@@ -142,7 +142,7 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 				// A linked child's or a monitored instance's end.
 				var down mailbox.Down
 				_ = json.Unmarshal(m.Payload, &down)
-				it.Class, it.Label, it.Name = "child", "ended: "+down.Status, ""
+				it.Class, it.Label, it.Name = "child", "child ended: "+down.Status, ""
 				it.Link, it.LinkText = h.instanceURL(string(down.PID)), string(down.PID)
 				it.Detail, it.Payload = "", ""
 				if down.Error != "" {
