@@ -87,6 +87,12 @@ func TestInstancePages(t *testing.T) {
 		t.Errorf("no diagram")
 	}
 
+	// A notice in the address is a key: no text of the link's choosing.
+	_, body = get(t, nil, srv.URL+"/instances/"+f.done+"?done="+url.QueryEscape("Call 555-0100 now"))
+	if strings.Contains(body, "555-0100") || strings.Contains(body, `id="flash"`) {
+		t.Error("the page shows text from its address")
+	}
+
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.kid)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "ship", "completed", "Parent order-ann", "shipped to ann")

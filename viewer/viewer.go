@@ -238,9 +238,19 @@ func escapeID(id string) string {
 	return strings.Join(parts, "/")
 }
 
-// withFlash redirects back to the instance page with a one-line notice.
-func (h *handler) redirectFlash(w http.ResponseWriter, r *http.Request, id, flash string) {
-	http.Redirect(w, r, h.instanceURL(id)+"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+// notices are what an action reports on the page it returns to. The
+// address carries a key, not the text, so that a link cannot make the
+// viewer display words of someone else's choosing.
+var notices = map[string]string{
+	"cancelled": "Cancel requested.",
+	"ended":     "Not cancelled: the instance has already ended.",
+	"sent":      "Message sent.",
+}
+
+// redirectNotice sends the browser back to the instance page (POST, then
+// redirect, then GET: a reload does not repeat the action).
+func (h *handler) redirectNotice(w http.ResponseWriter, r *http.Request, id, notice string) {
+	http.Redirect(w, r, h.instanceURL(id)+"?done="+notice, http.StatusSeeOther)
 }
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
@@ -258,14 +268,14 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 		h.notFoundInstance(w, r, id)
 		return
 	case errors.Is(err, actor.ErrInstanceDone):
-		h.redirectFlash(w, r, id, "Not cancelled: the instance has already ended.")
+		h.redirectNotice(w, r, id, "ended")
 		return
 	case err != nil:
 		h.serverError(w, r, fmt.Errorf("cancel %s: %w", id, err))
 		return
 	}
 	h.log.InfoContext(r.Context(), "viewer: cancel requested", "instance", id, "reason", reason)
-	h.redirectFlash(w, r, id, "Cancel requested.")
+	h.redirectNotice(w, r, id, "cancelled")
 }
 
 // sentMessage is a message typed in the send form: its JSON as given,
@@ -313,7 +323,7 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.InfoContext(r.Context(), "viewer: message sent", "instance", id, "type", msg.typ)
-	h.redirectFlash(w, r, id, "Message sent.")
+	h.redirectNotice(w, r, id, "sent")
 }
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
