@@ -67,11 +67,14 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 	if !q.CreatedAfter.IsZero() {
 		common = append(common, "created_at >= "+b.arg(rowcodec.NS(q.CreatedAfter)))
 	}
-	if !q.CreatedBefore.IsZero() {
-		common = append(common, "created_at < "+b.arg(rowcodec.NS(q.CreatedBefore)))
-	}
-	if q.After != nil {
+	// The page position and CreatedBefore are both upper bounds, and
+	// databases bound an index range by one of them only: keep the lower,
+	// which implies the other.
+	switch {
+	case q.After != nil && (q.CreatedBefore.IsZero() || q.After.CreatedAt.Before(q.CreatedBefore)):
 		common = append(common, "(created_at, id) < ("+b.arg(rowcodec.NS(q.After.CreatedAt))+", "+b.arg(q.After.ID)+")")
+	case !q.CreatedBefore.IsZero():
+		common = append(common, "created_at < "+b.arg(rowcodec.NS(q.CreatedBefore)))
 	}
 	if !q.UpdatedAfter.IsZero() {
 		common = append(common, "updated_at >= "+b.arg(rowcodec.NS(q.UpdatedAfter)))
@@ -102,7 +105,7 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		return s + order
 	}
 	var branches []string
-	if q.Parent != "" || (q.Workflow == "" && len(statuses) <= 1) {
+	if q.Parent != "" || len(statuses) == 1 || (q.Workflow == "" && len(statuses) == 0) {
 		sel = "SELECT " + columns + " FROM instances" // one branch: the statement itself
 	}
 	switch {
