@@ -20,13 +20,7 @@ import (
 	"github.com/nornlabs/norn/viewer"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// chromedp's allocator leaves a goroutine reading Chromium's
-		// output until the process is reaped.
-		goleak.IgnoreTopFunction("os/exec.(*Cmd).watchCtx"),
-	)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The workflows the tests look at: an order that completes after an
 // activity that needs two attempts and a child; an approval that waits on
