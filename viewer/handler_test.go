@@ -312,3 +312,32 @@ func TestClientSystem(t *testing.T) {
 		t.Fatalf("cancel from the client: %+v, %v", inst, err)
 	}
 }
+
+// Instance IDs are free text; every one gets a working link.
+func TestOddIDs(t *testing.T) {
+	f := newFixture(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
+	srv := f.serve(t, viewer.Options{})
+	for _, id := range []string{"a//b", "x/../y", "/lead", "trail/", "./dot", "sp ace?q=1#h%41", "ünï/cødé"} {
+		pid, err := actor.Spawn(ctx, f.sys, ship, Order{Customer: id}, actor.WithID(id))
+		if err != nil {
+			t.Fatalf("spawn %q: %v", id, err)
+		}
+		if _, err := actor.Await(ctx, f.sys, ship, pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := get(t, nil, srv.URL+"/?workflow=ship")
+	links := regexp.MustCompile(`<td class="id"><a href="([^"]+)">([^<]+)</a>`).FindAllStringSubmatch(body, -1)
+	if len(links) != 8 {
+		t.Fatalf("%d rows", len(links))
+	}
+	for _, l := range links {
+		href, id := html.UnescapeString(l[1]), html.UnescapeString(l[2])
+		resp, page := get(t, nil, srv.URL+href)
+		wantStatus(t, resp, page, http.StatusOK)
+		if !strings.Contains(page, `<span id="instance-id">`+html.EscapeString(id)+`</span>`) {
+			t.Errorf("link %s of %q opens another page", href, id)
+		}
+	}
+}

@@ -56,6 +56,9 @@ type childRow struct {
 func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	if id == "" {
+		id = r.URL.Query().Get("id")
+	}
 	after := int64(-1)
 	if s := r.URL.Query().Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)

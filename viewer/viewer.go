@@ -224,18 +224,19 @@ func (h *handler) checkAction(w http.ResponseWriter, r *http.Request, action str
 	return id, true
 }
 
+// instanceURL is the page of an instance. IDs are free text: one that a
+// path would not keep as it is (empty segments, "." or "..", which
+// http.ServeMux cleans away) goes in the query instead.
 func (h *handler) instanceURL(id string) string {
-	return h.base + "/instances/" + escapeID(id)
-}
-
-// escapeID escapes an instance ID for a path, keeping the slashes of child
-// IDs readable.
-func escapeID(id string) string {
 	parts := strings.Split(id, "/")
 	for i, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return h.base + "/instances/?id=" + url.QueryEscape(id)
+		}
 		parts[i] = url.PathEscape(p)
 	}
-	return strings.Join(parts, "/")
+	// The slashes of child IDs stay readable.
+	return h.base + "/instances/" + strings.Join(parts, "/")
 }
 
 // notices are what an action reports on the page it returns to. The
