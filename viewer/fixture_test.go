@@ -3,6 +3,7 @@ package viewer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,12 +16,22 @@ import (
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
-	"github.com/nornlabs/norn/persistence/sqlite"
+	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
 	"github.com/nornlabs/norn/viewer"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.StopPostgres() // before the leak check: the throw-away server's goroutines end with it
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // The workflows the tests look at: an order that completes after an
 // activity that needs two attempts and a child; an approval that waits on
@@ -97,19 +108,25 @@ var fragileFlow = actor.Workflow("fragile", func(ctx *actor.Context, o Order) (i
 // kind, in the state the tests expect.
 type fixture struct {
 	sys                        *actor.System
-	store                      *sqlite.Store
-	path                       string // the SQLite file
+	path                       string // the SQLite file, if the store is one
 	done, waiting, failed, kid string
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := testutil.Ctx(t, 30*time.Second)
 	path := testutil.SQLitePath(t)
-	st := testutil.OpenSQLite(t, path)
+	f := newFixtureOn(t, testutil.OpenSQLite(t, path))
+	f.path = path
+	return f
+}
+
+// newFixtureOn runs the node on st.
+func newFixtureOn(t *testing.T, st persistence.Store) *fixture {
+	t.Helper()
+	ctx := testutil.Ctx(t, 30*time.Second)
 	sys := testutil.StartNode(t, actor.Config{Store: st,
 		Workflows: actor.Register(orderFlow, ship, approvalFlow, fragileFlow, chatty)})
-	f := &fixture{sys: sys, store: st, path: path}
+	f := &fixture{sys: sys}
 	pid, err := actor.Spawn(ctx, sys, orderFlow, Order{Customer: "ann", Amount: 42}, actor.WithID("order-ann"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package viewer_test
 
 import (
+	"context"
 	"html"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/persistence/postgres"
 	"github.com/nornlabs/norn/viewer"
 )
 
@@ -339,5 +341,46 @@ func TestOddIDs(t *testing.T) {
 		if !strings.Contains(page, `<span id="instance-id">`+html.EscapeString(id)+`</span>`) {
 			t.Errorf("link %s of %q opens another page", href, id)
 		}
+	}
+}
+
+// On PostgreSQL, a client System's viewer reads what a node wrote, and its
+// cancel wakes the node (a NOTIFY) at once.
+func TestPostgres(t *testing.T) {
+	pgURL := testutil.PostgresURL(t)
+	open := func() *postgres.Store {
+		st, err := postgres.Open(context.Background(), pgURL, postgres.Options{Logger: testutil.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	f := newFixtureOn(t, open())
+	ctx := testutil.Ctx(t, 30*time.Second)
+	client := testutil.StartNode(t, actor.Config{Store: open(), Client: true})
+	h, err := viewer.New(client, viewer.Options{AllowActions: true, Logger: testutil.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	_, body := get(t, nil, srv.URL+"/?status=completed")
+	if ids, _ := rows(body); !slices.Equal(ids, []string{f.kid, f.done}) {
+		t.Fatalf("completed: %v", ids)
+	}
+	resp, body := get(t, nil, srv.URL+"/instances/"+f.done)
+	wantStatus(t, resp, body, http.StatusOK)
+	wantText(t, body, "activity reserve", "2 attempts", "child ended: completed", `"charged": 42`)
+	resp, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
+	wantStatus(t, resp, body, http.StatusOK)
+	wantText(t, body, "receive timeout", "approvals broadcast")
+
+	resp, body = post(t, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	inst, err := f.sys.AwaitDone(ctx, actor.PID(f.waiting))
+	if err != nil || inst.Status != actor.StatusCancelled {
+		t.Fatalf("cancel from the client: %+v, %v", inst, err)
 	}
 }
