@@ -384,3 +384,23 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("cancel from the client: %+v, %v", inst, err)
 	}
 }
+
+// With a token, a form rendered by one viewer is accepted by another with
+// the same token (a restart, a second replica), and not by one with another.
+func TestFormTokensFollowTheToken(t *testing.T) {
+	f := newFixture(t)
+	one := f.serve(t, viewer.Options{AllowActions: true, Token: "t1"})
+	two := f.serve(t, viewer.Options{AllowActions: true, Token: "t1"})
+	other := f.serve(t, viewer.Options{AllowActions: true, Token: "t2"})
+	_, body := get(t, nil, one.URL+"/instances/"+f.waiting, "Authorization", "Bearer t1")
+	form := url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "send")}, "type": {"note"}, "payload": {`"hi"`}}
+	resp, body := post(t, other.URL+"/send", form, "Authorization", "Bearer t2")
+	wantStatus(t, resp, body, http.StatusForbidden)
+	resp, body = post(t, two.URL+"/send", form, "Authorization", "Bearer t1")
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	// Typed "note", it is not the Approval the instance waits for: it stays.
+	msgs, err := f.sys.Mailbox(testutil.Ctx(t, 5*time.Second), actor.PID(f.waiting), 10)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Payload) != `"hi"` {
+		t.Fatalf("mailbox after the send: %+v, %v", msgs, err)
+	}
+}

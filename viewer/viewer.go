@@ -86,12 +86,11 @@ type handler struct {
 //	mux.Handle("/norn/", h)
 //
 // The actions are POST forms protected against cross-site requests twice:
-// each form carries a token signed with a key private to this handler
-// (valid for that action on that instance only), and requests that the
-// browser marks as cross-origin are refused (http.CrossOriginProtection).
-// Since the key is made at New, a form rendered by one process is not
-// accepted by another: put one viewer behind a load balancer, or give it
-// sticky sessions.
+// each form carries a signed token, valid for that action on that instance
+// only, and requests that the browser marks as cross-origin are refused
+// (http.CrossOriginProtection). With a Token the signing key is derived
+// from it, so forms stay valid across restarts and between viewers sharing
+// the token; without one the key is random for each New.
 func New(sys *actor.System, opts Options) (http.Handler, error) {
 	if sys == nil {
 		return nil, errors.New("viewer: nil System")
@@ -105,9 +104,15 @@ func New(sys *actor.System, opts Options) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
-	h.csrfKey = make([]byte, 32)
-	if _, err := rand.Read(h.csrfKey); err != nil {
-		return nil, fmt.Errorf("viewer: csrf key: %w", err)
+	if opts.Token != "" {
+		m := hmac.New(sha256.New, []byte(opts.Token))
+		m.Write([]byte("norn viewer form tokens"))
+		h.csrfKey = m.Sum(nil)
+	} else {
+		h.csrfKey = make([]byte, 32)
+		if _, err := rand.Read(h.csrfKey); err != nil {
+			return nil, fmt.Errorf("viewer: form token key: %w", err)
+		}
 	}
 	if err := h.parseTemplates(); err != nil {
 		return nil, err
@@ -172,8 +177,10 @@ func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	q := r.URL.Query()
 	if tok := q.Get("token"); r.Method == http.MethodGet && tok != "" && h.tokenOK(tok) {
+		// Lax, not Strict: a link to the viewer from a chat or a ticket
+		// must open it. Forms are guarded by their own tokens.
 		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: h.base + "/", HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 		q.Del("token")
 		u := *r.URL
 		u.RawQuery = q.Encode()
