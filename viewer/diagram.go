@@ -99,5 +99,5 @@ func svg(steps []step) template.HTML {
 		}
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
+	return template.HTML(b.String()) // every text in it is escaped above
 }
