@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -129,6 +130,29 @@ type System struct {
 	waiters  map[string][]chan persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
+	// queueSubs are the competing subscribers of each channel as the last
+	// commit that queued a message there named them; queueRR rotates the
+	// consumer a queued message wakes (see compete.go).
+	queueSubs map[string][]string
+	queueRR   int
+
+	// races holds the points where tests fire events into the
+	// runtime's races (nil outside tests).
+	races atomic.Pointer[raceHooks]
+}
+
+// raceHooks are called at the points where a concurrent commit races the
+// runtime, so that tests can land one exactly there.
+type raceHooks struct {
+	// beforePark: an activation read its mailbox for its receives, found
+	// nothing, and is about to park.
+	beforePark func(id string)
+	// queuedWake: a message in a competing queue is about to wake this
+	// consumer.
+	queuedWake func(id string)
+	// launching: an activation has loaded its instance and is about to
+	// start.
+	launching func(id string)
 }
 
 // startState is what happened to an instance while its start was in
@@ -248,6 +272,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
 		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
+		queueSubs: map[string][]string{},
 	}
 	if cfg.Cluster != nil {
 		s.cluster = cfg.Cluster
@@ -729,6 +754,9 @@ func (s *System) activate(id string) {
 		}
 		return
 	}
+	if h := s.races.Load(); h != nil && h.launching != nil {
+		h.launching(id)
+	}
 	s.launch(a)
 }
 
@@ -853,6 +881,7 @@ func (s *System) ended(a *activation, finished bool) {
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
+	s.passOnWakes(a)
 	for _, w := range ws {
 		w <- a.final // buffered: the waiter may have gone
 	}
@@ -884,16 +913,7 @@ func (s *System) afterCommit(self string, step *persistence.Step, res persistenc
 		t.Instance = self
 		s.timers.Schedule(t)
 	}
-	var last string
-	woken := res.Woken[:0:0]
-	for _, id := range res.Woken {
-		if id == self || id == last {
-			continue
-		}
-		last = id
-		woken = append(woken, id)
-	}
-	s.wakeMany(woken)
+	s.wakeCommitted(self, res)
 }
 
 // waitEnd returns a channel closed when a local activation of id finishes.
