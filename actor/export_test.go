@@ -29,3 +29,10 @@ func (s *System) StopActivation(id string) bool {
 	s.mu.Unlock()
 	return a != nil && a.leaseLost()
 }
+
+// Waiters is how many Await calls wait for id's end on this node.
+func (s *System) Waiters(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters[id])
+}

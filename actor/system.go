@@ -127,7 +127,7 @@ type System struct {
 	closed   bool // no more calls from outside: Stop has unwound the activations
 	acts     map[string]*activation
 	starting map[string]startState // a start (spawn or activator) in progress
-	waiters  map[string][]chan persistence.Instance
+	waiters  map[string][]chan *persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
 	// queueSubs are the competing subscribers of each channel as the last
@@ -271,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
-		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
+		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
 		queueSubs: map[string][]string{},
 	}
 	if cfg.Cluster != nil {
@@ -875,15 +875,21 @@ func (s *System) ended(a *activation, finished bool) {
 	}
 	// A hand-over's end wakes the new owner.
 	rewake := (a.rewake || a.handover.Load()) && !finished
-	var ws []chan persistence.Instance
-	if finished {
+	// Waiters hear of the end; those of an activation that ended without
+	// ending its instance (passivated, stopped, lost) look again.
+	var ws []chan *persistence.Instance
+	if s.acts[a.id] == nil {
 		ws = s.waiters[a.id]
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
 	s.passOnWakes(a)
+	var end *persistence.Instance
+	if finished {
+		end = &a.final
+	}
 	for _, w := range ws {
-		w <- a.final // buffered: the waiter may have gone
+		w <- end // buffered: the waiter may have gone
 	}
 	if rewake {
 		s.wake(a.id)
@@ -916,16 +922,20 @@ func (s *System) afterCommit(self string, step *persistence.Step, res persistenc
 	s.wakeCommitted(self, res)
 }
 
-// waitEnd returns a channel closed when a local activation of id finishes.
-func (s *System) waitEnd(id string) chan persistence.Instance {
-	c := make(chan persistence.Instance, 1)
+// waitEnd returns a channel that gets the ended instance when a local
+// activation of id finishes it, or nil when one ends without finishing it.
+// live reports an activation of id registered here: it sends one or the
+// other for sure.
+func (s *System) waitEnd(id string) (c chan *persistence.Instance, live bool) {
+	c = make(chan *persistence.Instance, 1)
 	s.mu.Lock()
 	s.waiters[id] = append(s.waiters[id], c)
+	live = s.acts[id] != nil
 	s.mu.Unlock()
-	return c
+	return c, live
 }
 
-func (s *System) dropWaiter(id string, c chan persistence.Instance) {
+func (s *System) dropWaiter(id string, c chan *persistence.Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.waiters[id]
