@@ -174,6 +174,7 @@ func run() int {
 	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, cli, viewer, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile to this file where idle and timers measure memory after passivation (the last such point wins)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) while running")
@@ -261,6 +262,9 @@ func run() int {
 			}
 			fmt.Fprintf(os.Stderr, "%s on %s ...\n", w.name, t.label)
 			res := runOne(ctx, w, o, t, os.Stderr)
+			if *compare {
+				withBaseline(ctx, &res, t, size(5000, o.BaselineBatch), os.Stderr)
+			}
 			if res.Err != nil {
 				failed = true
 				fmt.Fprintf(os.Stderr, "  [%s] %s failed: %v\n", t.label, w.name, res.Err)
@@ -269,6 +273,9 @@ func run() int {
 		}
 	}
 	printTable(os.Stdout, results)
+	if *compare {
+		printCompare(os.Stdout, results)
+	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, results); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
