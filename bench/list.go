@@ -78,7 +78,7 @@ func loadInstances(ctx context.Context, t target, path string, n int, gen func(i
 		cols := []string{"id", "workflow", "status", "input", "parent", "created_at", "updated_at", "bucket"}
 		for lo := 0; lo < n; lo += batch {
 			hi := min(lo+batch, n)
-			_, err := conn.CopyFrom(ctx, pgx.Identifier{"instances"}, cols, pgx.CopyFromSlice(hi-lo, func(i int) ([]any, error) {
+			_, err := conn.CopyFrom(ctx, pgx.Identifier{"norn", "instances"}, cols, pgx.CopyFromSlice(hi-lo, func(i int) ([]any, error) {
 				r := gen(lo + i)
 				return []any{r.id, r.workflow, r.status, r.input, r.parent, r.created, r.updated, int32(persistence.BucketOf(r.id))}, nil
 			}))
@@ -86,7 +86,7 @@ func loadInstances(ctx context.Context, t target, path string, n int, gen func(i
 				return err
 			}
 		}
-		_, err = conn.Exec(ctx, "ANALYZE instances")
+		_, err = conn.Exec(ctx, "ANALYZE norn.instances")
 		return err
 	}
 	q := url.Values{}
