@@ -84,10 +84,21 @@ type activation struct {
 	// its end wakes the new owner.
 	handover atomic.Bool
 	lost     atomic.Bool // the lease was taken over (see leaseLost)
+	// finishing: the end step, which gives the lease back, is in flight or
+	// committed, so a renewal that misses the lease must not call it lost.
+	finishing atomic.Bool
 
 	// guarded by sys.mu
 	passivating bool
 	rewake      bool
+	// waitRecv is what the receives being waited for accept while the
+	// activation reads its mailbox or parks on them (nil otherwise);
+	// compWoken are the queued messages whose wake it was given and has
+	// not served by a read yet (see compete.go).
+	waitRecv  []recvAccept
+	compWoken []persistence.QueuedMessage
+
+	registered bool // waitRecv is set (workflow goroutine only)
 
 	comps     []compensation // completed calls of compensable activities, in order
 	children  []string       // linked children spawned so far (replayed too)
@@ -244,6 +255,9 @@ func (a *activation) run() {
 		case outNonDeterminism:
 			finished = a.finish(persistence.StatusFailed, nil, werr)
 		case outCrash:
+			// Wakes for queued messages are not held through the back-off.
+			a.registered = false
+			a.sys.passOnWakes(a)
 			delay, again, done := a.crashed(crash, infra)
 			finished = done
 			if again && a.restartAfter(delay) {
@@ -556,7 +570,9 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 		a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
 			Target: a.inst.Parent, Sender: a.id, Type: downType, Payload: down})
 	}
+	a.finishing.Store(true)
 	if err := a.commit(); err != nil {
+		a.finishing.Store(false)
 		if !errors.Is(err, persistence.ErrFenced) && !errors.Is(err, persistence.ErrInstanceDone) && s.ctx.Err() == nil {
 			a.finishRetry, _, _ = a.crashed(fmt.Errorf("store: %w", err), true)
 			return false

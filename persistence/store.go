@@ -267,12 +267,16 @@ type OutboxRecord struct {
 	// expires, and the event is sent again.
 	Claimer      string
 	ClaimExpires time.Time
+	// Finished is when delivery ended (sent, invalid or expired): what
+	// PruneOutbox goes by. Zero while pending.
+	Finished time.Time
 }
 
 // Limits the Outbox calls use when given none.
 const (
 	DefaultClaimLimit = 100
 	DefaultListLimit  = 1000
+	DefaultPruneLimit = 1000
 )
 
 // Outbox is the relayers' side of the outbox; both drivers implement it.
@@ -292,6 +296,37 @@ type Outbox interface {
 	// (by At, then ID), after the event ID after: the last event of the
 	// previous page, or "" for the first. limit <= 0 means DefaultListLimit.
 	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
+	// ReleaseOutbox gives back owner's claims on the events ids without
+	// counting an attempt: a relayer that stops, or that cannot send an
+	// event in time, releases what it claimed and did not send, and
+	// another relayer (or itself) may claim those events at once, rather
+	// than when the claims expire. Their Next, Attempts and Error are left
+	// as they were. IDs that owner does not hold (never claimed, claimed
+	// by another, finished, unknown) are skipped. It returns how many
+	// claims it released.
+	ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error)
+	// PruneOutbox deletes events whose delivery ended (sent, invalid or
+	// expired: see OutboxRecord.Finished) before the given time, oldest
+	// first, at most limit of them in one transaction, so that the outbox
+	// does not keep every event ever sent. Pending events are never
+	// deleted. It returns how many went; while that equals limit, more
+	// may be left. limit <= 0 means DefaultPruneLimit.
+	PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// OutboxNotifier is implemented by stores shared between processes, to
+// wake relayers when another process commits a step that emits: a relayer
+// need not poll the store to find those events. The PostgreSQL driver
+// sends the notification in the emitting step's transaction, so that it is
+// delivered when, and only if, the step commits.
+type OutboxNotifier interface {
+	// ListenOutbox returns a channel that is signalled (without blocking,
+	// so signals may merge) after another process committed outgoing
+	// events, and also each time the listener (re)connects, since events
+	// may have been committed unheard meanwhile. The channel is closed
+	// when ctx ends or the store is closed. It fails only if the store is
+	// closed already.
+	ListenOutbox(ctx context.Context) (<-chan struct{}, error)
 }
 
 // StepResult is what a committed step changed beyond itself.
@@ -299,11 +334,25 @@ type StepResult struct {
 	// Existing is set when Create found the ID taken.
 	Existing *Instance
 	// Woken lists the instances whose mailbox gained a message, so that
-	// their activations can be woken.
+	// their activations can be woken: once per message, competing
+	// subscribers included.
 	Woken []string
+	// Queued lists the messages the step put in the queue of a channel
+	// that has competing subscribers. Each needs only one of them to look
+	// at its mailbox, so a runtime may wake one instead of every
+	// subscriber that Woken lists for it.
+	Queued []QueuedMessage
 	// Duplicates lists the IDs of Dedupe messages that were skipped because
 	// their ID had been used before.
 	Duplicates []string
+}
+
+// QueuedMessage is a message published on a channel with competing
+// subscribers (see StepResult.Queued).
+type QueuedMessage struct {
+	Channel     string
+	Type        string   // the message's type name
+	Subscribers []string // the channel's competing subscribers when it was published
 }
 
 // ListFilter selects instances for List.

@@ -188,14 +188,16 @@ func (s *Store) compile(r *writeReq) []op {
 			continue
 		}
 		lock(false, s.chanLocks, m.Channel)
+		channel, typ := m.Channel, m.Type
 		add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
 			read: func(br pgx.BatchResults) error {
 				rows, _ := br.Query()
 				var ids []string
+				var mode string
 				for rows.Next() {
 					var id string
 					var ok bool
-					if err := rows.Scan(&id, &ok); err != nil {
+					if err := rows.Scan(&id, &ok, &mode); err != nil {
 						rows.Close()
 						return err
 					}
@@ -206,6 +208,9 @@ func (s *Store) compile(r *writeReq) []op {
 					return err
 				}
 				r.res.Woken = append(r.res.Woken, ids...)
+				if persistence.Mode(mode) == persistence.Competing {
+					r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: channel, Type: typ, Subscribers: ids})
+				}
 				return nil
 			},
 			check: modeConflict(m.Channel, persistence.Broadcast)})
@@ -352,8 +357,24 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 	if err := persistence.ValidateID("owner", owner); err != nil {
 		return err
 	}
+	// Every survivor of a dead node releases its leases, at about the same
+	// time. Side by side, the later statement would wait for the earlier
+	// one's commit and then, re-checking each row under READ COMMITTED,
+	// lock every row the earlier one released (without changing it) until
+	// it ends, in the way of the nodes taking those instances over. So
+	// releasers of one owner take turns, in a transaction: the later one's
+	// UPDATE starts after the earlier one committed, finds nothing left and
+	// locks nothing.
+	space, key := lockSpace(s.opts.Schema, "release"), lockHash(owner)
 	return s.retry(ctx, func() error {
-		if _, err := s.pool.Exec(ctx, sqlReleaseLeases, owner); err != nil {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlReleaseTurn, space, key); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, sqlReleaseLeases, owner)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("postgres: release leases: %w", err)
 		}
 		return nil
