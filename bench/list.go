@@ -206,6 +206,8 @@ func runList(ctx context.Context, r *runner) (result, error) {
 	}
 	slices.Sort(firsts)
 	res.P50, res.P99 = firsts[len(firsts)/2], firsts[len(firsts)-1]
+	// Throughput: first pages per second by one caller at the median.
+	res.Throughput, res.Unit = float64(time.Second)/float64(res.P50), "first pages/s"
 	res.Extra = fmt.Sprintf("p50/p99 over the filters' first pages; first/deep page (50) by filter: %s; cold open+first page %.1fms; load %s rows/s",
 		strings.Join(parts, ", "), res.Metrics["cold_first_page_ms"], fmtRate(res.Metrics["load_per_s"]))
 	return res, nil
