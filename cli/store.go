@@ -14,7 +14,7 @@ import (
 	"github.com/nornlabs/norn/persistence/storeurl"
 )
 
-// storeURL is --store, else $NORN_STORE, checked for a known form.
+// resolveStore is --store, else $NORN_STORE, checked for a known scheme.
 func (e *env) resolveStore(cmd string) (string, error) {
 	u := e.storeURL
 	if u == "" {
@@ -27,7 +27,8 @@ func (e *env) resolveStore(cmd string) (string, error) {
 		switch scheme {
 		case "sqlite", "postgres", "postgresql":
 		default:
-			return "", usagef(cmd, "store URL %q: unknown scheme %q (want an SQLite path, sqlite:// or postgres://)", u, scheme)
+			// The URL itself is not repeated: it may hold a password.
+			return "", usagef(cmd, "unknown store scheme %q (want an SQLite path, sqlite:// or postgres://)", scheme)
 		}
 	}
 	return u, nil
