@@ -365,7 +365,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad time", env, []string{"ls", "--since", "yesterday"}, cli.ExitUsage, "--since"},
 		{"bulk cancel without filters", env, []string{"cancel"}, cli.ExitUsage, "give instance IDs"},
 		{"no store", nil, []string{"ls"}, cli.ExitUsage, "no store"},
-		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown scheme "mysql"`},
+		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown store scheme "mysql"`},
 		{"missing store file", nil, []string{"ls", "--store", filepath.Join(t.TempDir(), "none.db")}, cli.ExitFailure, "does not exist"},
 		{"unreachable store", nil, []string{"ls", "--store", "postgres://norn@127.0.0.1:1/db?connect_timeout=5&sslmode=disable"}, cli.ExitFailure, "open store"},
 		{"replay without workflows", env, []string{"replay"}, cli.ExitUsage, "no workflow code"},
