@@ -145,7 +145,7 @@ func writeInstancesSQLite(ctx context.Context, path, prefix string, n int) error
 				from, to, prefix, base)
 		}
 		if err != nil {
-			tx.Rollback()
+			_ = tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
