@@ -81,7 +81,8 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
-	// SlogHooks on Logger at Debug level.
+	// SlogHooks on Logger at Debug level. MultiHooks combines several
+	// (packages metrics and tracing provide Hooks).
 	Hooks Hooks
 	// Cluster spreads instances over the nodes of a cluster (see package
 	// github.com/nornlabs/norn/cluster): each node hosts the instances it
@@ -135,6 +136,9 @@ type System struct {
 
 	outboxMu sync.Mutex
 	outboxCh []chan struct{} // WatchOutbox subscribers
+	// outboxListening: forwardOutbox runs (under outboxMu).
+	outboxListening bool
+
 	mu       sync.Mutex
 	stopping bool
 	closed   bool // no more calls from outside: Stop has unwound the activations
@@ -478,7 +482,7 @@ func (s *System) renew() {
 		s.mu.Lock()
 		// Still the same live activation, and not giving the lease back
 		// itself meanwhile (passivating, finishing).
-		lost := s.acts[id] == a && !a.passivating && !s.stopping
+		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping
 		s.mu.Unlock()
 		if lost && a.leaseLost() {
 			s.log.Warn("lease taken over by another node; activation stopped", "instance", id)
@@ -799,6 +803,9 @@ func (s *System) load(id string) (*activation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID {
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Instance: id, Workflow: def.Name(), Name: cur.LeaseOwner})
+	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	return newActivation(s, def, inst, hist), nil
 }
@@ -861,10 +868,14 @@ func (s *System) launch(a *activation) {
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
 	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 }
 
 // ended is called by an activation's goroutine as it exits.
 func (s *System) ended(a *activation, finished bool) {
+	// Reported while a is still registered, so that it comes before the
+	// activated event of the instance's next activation here.
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 	s.mu.Lock()
 	if s.acts[a.id] == a {
 		delete(s.acts, a.id)

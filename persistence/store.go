@@ -267,12 +267,16 @@ type OutboxRecord struct {
 	// expires, and the event is sent again.
 	Claimer      string
 	ClaimExpires time.Time
+	// Finished is when delivery ended (sent, invalid or expired): what
+	// PruneOutbox goes by. Zero while pending.
+	Finished time.Time
 }
 
 // Limits the Outbox calls use when given none.
 const (
 	DefaultClaimLimit = 100
 	DefaultListLimit  = 1000
+	DefaultPruneLimit = 1000
 )
 
 // Outbox is the relayers' side of the outbox; both drivers implement it.
@@ -292,6 +296,37 @@ type Outbox interface {
 	// (by At, then ID), after the event ID after: the last event of the
 	// previous page, or "" for the first. limit <= 0 means DefaultListLimit.
 	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
+	// ReleaseOutbox gives back owner's claims on the events ids without
+	// counting an attempt: a relayer that stops, or that cannot send an
+	// event in time, releases what it claimed and did not send, and
+	// another relayer (or itself) may claim those events at once, rather
+	// than when the claims expire. Their Next, Attempts and Error are left
+	// as they were. IDs that owner does not hold (never claimed, claimed
+	// by another, finished, unknown) are skipped. It returns how many
+	// claims it released.
+	ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error)
+	// PruneOutbox deletes events whose delivery ended (sent, invalid or
+	// expired: see OutboxRecord.Finished) before the given time, oldest
+	// first, at most limit of them in one transaction, so that the outbox
+	// does not keep every event ever sent. Pending events are never
+	// deleted. It returns how many went; while that equals limit, more
+	// may be left. limit <= 0 means DefaultPruneLimit.
+	PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// OutboxNotifier is implemented by stores shared between processes, to
+// wake relayers when another process commits a step that emits: a relayer
+// need not poll the store to find those events. The PostgreSQL driver
+// sends the notification in the emitting step's transaction, so that it is
+// delivered when, and only if, the step commits.
+type OutboxNotifier interface {
+	// ListenOutbox returns a channel that is signalled (without blocking,
+	// so signals may merge) after another process committed outgoing
+	// events, and also each time the listener (re)connects, since events
+	// may have been committed unheard meanwhile. The channel is closed
+	// when ctx ends or the store is closed. It fails only if the store is
+	// closed already.
+	ListenOutbox(ctx context.Context) (<-chan struct{}, error)
 }
 
 // StepResult is what a committed step changed beyond itself.
