@@ -21,7 +21,8 @@ func dialect() querysql.Dialect {
 		InputMatch: func(path, value string) string {
 			return "norn_input_json(input) #>> " + path + "::text[] = " + value + "::text"
 		},
-		PathArg: func(path []string) any { return path },
+		PathArg:  func(path []string) any { return path },
+		Contains: func(value string) string { return "position(" + value + "::bytea in input) > 0" },
 	}
 }
 

@@ -27,6 +27,7 @@ func dialect() querysql.Dialect {
 			return "(CASE json_type(" + doc + ", " + path + ") WHEN 'text' THEN json_extract(" + doc + ", " + path + ")" +
 				" WHEN 'null' THEN NULL ELSE " + doc + " -> " + path + " END) = " + value
 		},
+		Contains: func(value string) string { return "instr(input, " + value + ") > 0" },
 		PathArg: func(path []string) any {
 			var b strings.Builder
 			b.WriteByte('$')
