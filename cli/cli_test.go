@@ -64,6 +64,9 @@ func commands(t *testing.T, url string) {
 		if len(page.Instances) != 2 || page.Instances[0].ID != "order-2" || page.Next != "" {
 			t.Fatalf("second page: %+v, next %q", page.Instances, page.Next)
 		}
+		if all := lsJSON(t, env, "--workflow", "order", "--limit", "1", "--all"); len(all.Instances) != 4 || all.Next != "" {
+			t.Errorf("ls --all --limit 1: %d instances, next %q", len(all.Instances), all.Next)
+		}
 		if r := norn(t, env, "ls", "--page", "garbage!"); r.code != cli.ExitUsage {
 			t.Errorf("ls with a bad page token: exit %d, stderr %q", r.code, r.stderr)
 		}
@@ -238,12 +241,17 @@ func commands(t *testing.T, url string) {
 		if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.Channel != "jobs" || sent.MessageID == "" {
 			t.Fatalf("publish --json: %q %v", r.stdout, err)
 		}
+		file := filepath.Join(t.TempDir(), "job.json")
+		if err := os.WriteFile(file, []byte(`{"job": 9}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		norn(t, env, "publish", "jobs", "@"+file).ok(t)
 		stats, err := st.ChannelStats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(stats, func(c persistence.ChannelStat) bool { return c.Channel == "jobs" })
-		if i < 0 || stats[i].Waiting != 2 {
+		if i < 0 || stats[i].Waiting != 3 {
 			t.Errorf("jobs after publish: %+v", stats)
 		}
 	})
