@@ -55,7 +55,7 @@ func (e *env) openStore(cmd string, create bool) (persistence.Store, string, err
 	}
 	if path, ok := sqlitePath(u); ok && !create && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, "", fmt.Errorf("store %s does not exist (norn migrate creates it)", path)
+			return nil, "", fmt.Errorf("store %s does not exist (%s migrate creates it)", path, e.name)
 		}
 	}
 	st, err := storeurl.Open(e.ctx, u)
