@@ -592,3 +592,40 @@ func TestClusterWake(t *testing.T) {
 	node.Signal(t, syscall.SIGTERM)
 	<-node.Exited()
 }
+
+// TestSendReachesWorkflow sends two messages with the command to an
+// instance a node in the test process runs: one under another type name,
+// which its Receive[Approval] leaves, and one under Approval's, which it
+// takes and completes with.
+func TestSendReachesWorkflow(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	ctx := testutil.Ctx(t, time.Minute)
+	st := testutil.OpenSQLite(t, url)
+	// Short passivation and scans: the node learns of the command's
+	// writes to the SQLite file only by scanning.
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(orderFlow, batchFlow, itemFlow),
+		PassivateAfter: 10 * time.Millisecond, RecoveryInterval: 50 * time.Millisecond})
+	pid, err := actor.Spawn(ctx, sys, orderFlow, Order{Item: "pen", Qty: 2}, actor.WithID("order-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "order-9 waiting", func() bool {
+		in, err := st.Instance(ctx, "order-9")
+		return err == nil && in.Status == persistence.StatusWaiting
+	})
+	env := []string{cli.StoreEnv + "=" + url}
+	norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
+	norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	out, err := actor.Await(ctx, sys, orderFlow, pid)
+	if err != nil || out.Total != 10 {
+		t.Fatalf("order-9 = %+v, %v", out, err)
+	}
+	hist, err := sys.History(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(hist, func(e actor.HistoryEvent) bool { return e.Kind == actor.EventReceived })
+	if i < 0 || !strings.Contains(string(hist[i].Payload), "right") {
+		t.Errorf("order-9 received %+v; want the message with ID right", hist)
+	}
+}
