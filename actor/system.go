@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -144,9 +145,32 @@ type System struct {
 	closed   bool // no more calls from outside: Stop has unwound the activations
 	acts     map[string]*activation
 	starting map[string]startState // a start (spawn or activator) in progress
-	waiters  map[string][]chan persistence.Instance
+	waiters  map[string][]chan *persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
+	// queueSubs are the competing subscribers of each channel as the last
+	// commit that queued a message there named them; queueRR rotates the
+	// consumer a queued message wakes (see compete.go).
+	queueSubs map[string][]string
+	queueRR   int
+
+	// races holds the points where tests fire events into the
+	// runtime's races (nil outside tests).
+	races atomic.Pointer[raceHooks]
+}
+
+// raceHooks are called at the points where a concurrent commit races the
+// runtime, so that tests can land one exactly there.
+type raceHooks struct {
+	// beforePark: an activation read its mailbox for its receives, found
+	// nothing, and is about to park.
+	beforePark func(id string)
+	// queuedWake: a message in a competing queue is about to wake this
+	// consumer.
+	queuedWake func(id string)
+	// launching: an activation has loaded its instance and is about to
+	// start.
+	launching func(id string)
 }
 
 // startState is what happened to an instance while its start was in
@@ -265,7 +289,8 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
-		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
+		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
+		queueSubs: map[string][]string{},
 	}
 	if cfg.Cluster != nil {
 		s.cluster = cfg.Cluster
@@ -757,6 +782,9 @@ func (s *System) activate(id string) {
 		}
 		return
 	}
+	if h := s.races.Load(); h != nil && h.launching != nil {
+		h.launching(id)
+	}
 	s.launch(a)
 }
 
@@ -882,14 +910,21 @@ func (s *System) ended(a *activation, finished bool) {
 	}
 	// A hand-over's end wakes the new owner.
 	rewake := (a.rewake || a.handover.Load()) && !finished
-	var ws []chan persistence.Instance
-	if finished {
+	// Waiters hear of the end; those of an activation that ended without
+	// ending its instance (passivated, stopped, lost) look again.
+	var ws []chan *persistence.Instance
+	if s.acts[a.id] == nil {
 		ws = s.waiters[a.id]
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
+	s.passOnWakes(a)
+	var end *persistence.Instance
+	if finished {
+		end = &a.final
+	}
 	for _, w := range ws {
-		w <- a.final // buffered: the waiter may have gone
+		w <- end // buffered: the waiter may have gone
 	}
 	if rewake {
 		s.wake(a.id)
@@ -919,28 +954,23 @@ func (s *System) afterCommit(self string, step *persistence.Step, res persistenc
 		t.Instance = self
 		s.timers.Schedule(t)
 	}
-	var last string
-	woken := res.Woken[:0:0]
-	for _, id := range res.Woken {
-		if id == self || id == last {
-			continue
-		}
-		last = id
-		woken = append(woken, id)
-	}
-	s.wakeMany(woken)
+	s.wakeCommitted(self, res)
 }
 
-// waitEnd returns a channel closed when a local activation of id finishes.
-func (s *System) waitEnd(id string) chan persistence.Instance {
-	c := make(chan persistence.Instance, 1)
+// waitEnd returns a channel that gets the ended instance when a local
+// activation of id finishes it, or nil when one ends without finishing it.
+// live reports an activation of id registered here: it sends one or the
+// other for sure.
+func (s *System) waitEnd(id string) (c chan *persistence.Instance, live bool) {
+	c = make(chan *persistence.Instance, 1)
 	s.mu.Lock()
 	s.waiters[id] = append(s.waiters[id], c)
+	live = s.acts[id] != nil
 	s.mu.Unlock()
-	return c
+	return c, live
 }
 
-func (s *System) dropWaiter(id string, c chan persistence.Instance) {
+func (s *System) dropWaiter(id string, c chan *persistence.Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.waiters[id]

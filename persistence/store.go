@@ -334,11 +334,25 @@ type StepResult struct {
 	// Existing is set when Create found the ID taken.
 	Existing *Instance
 	// Woken lists the instances whose mailbox gained a message, so that
-	// their activations can be woken.
+	// their activations can be woken: once per message, competing
+	// subscribers included.
 	Woken []string
+	// Queued lists the messages the step put in the queue of a channel
+	// that has competing subscribers. Each needs only one of them to look
+	// at its mailbox, so a runtime may wake one instead of every
+	// subscriber that Woken lists for it.
+	Queued []QueuedMessage
 	// Duplicates lists the IDs of Dedupe messages that were skipped because
 	// their ID had been used before.
 	Duplicates []string
+}
+
+// QueuedMessage is a message published on a channel with competing
+// subscribers (see StepResult.Queued).
+type QueuedMessage struct {
+	Channel     string
+	Type        string   // the message's type name
+	Subscribers []string // the channel's competing subscribers when it was published
 }
 
 // ListFilter selects instances for List.

@@ -202,7 +202,7 @@ var statements = map[string]string{
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::bigint, $8::text
 		WHERE EXISTS (SELECT 1 FROM instances WHERE id = $3::text AND status NOT IN ` + terminalSQL + `)`,
 	// $1 channel: the subscribers to wake; publishing on a direct channel conflicts.
-	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode)
+	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode), mode
 		FROM subscriptions WHERE channel = $1::text ORDER BY instance_id`,
 	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
 	// at, $7 type. A copy per broadcast subscriber; otherwise (competing, or nobody
@@ -323,12 +323,15 @@ var statements = map[string]string{
 	// $1 limit, $2 buckets.
 	sqlRunnableIn: `SELECT id FROM instances i
 		WHERE status IN ('running', 'waiting', 'compensating') AND bucket = ANY($2::integer[])` + runnableSQL,
+	// Each queue the instance consumes is read by its own index range
+	// (LATERAL): a join ordered across them would sort the whole queue.
 	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
 			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
 				ORDER BY seq LIMIT $2::bigint)
 			UNION ALL
 			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.type, m.payload, m.metadata, m.published_at
-				FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				FROM subscriptions s CROSS JOIN LATERAL (
+					SELECT * FROM messages q WHERE q.channel = s.channel AND q.target IS NULL ORDER BY q.seq LIMIT $2::bigint) m
 				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
 		) x ORDER BY seq LIMIT $2::bigint`,
 	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,

@@ -15,8 +15,16 @@ import (
 )
 
 // queryInstances is how many instances the listing tests create: enough
-// that pages, status branches and filters cross many index pages.
+// that pages, status branches and filters cross many index pages. -short
+// runs use fewer.
 const queryInstances = 10000
+
+func queryCount() int {
+	if testing.Short() {
+		return queryInstances / 5
+	}
+	return queryInstances
+}
 
 // queryInput is the input of the i-th instance: JSON, except every 13th,
 // which is bytes no JSON reader accepts (another codec's).
@@ -199,21 +207,22 @@ func diffIDs(got, want []string) string {
 	return fmt.Sprintf("lengths %d, want %d", len(got), len(want))
 }
 
-// Filters and pagination over 10,000 instances: every page is exact (the
+// Filters and pagination over 10,000 instances (2,000 with -short): every page is exact (the
 // instances the filters select, newest first, split at the limit), with no
 // duplicates and no gaps.
 func testListInstances(t *testing.T, st persistence.Store) {
-	createMany(t, st, queryInstances)
+	n := queryCount()
+	createMany(t, st, n)
 	all := allInstances(t, st)
-	if len(all) != queryInstances {
-		t.Fatalf("%d instances stored, want %d", len(all), queryInstances)
+	if len(all) != n {
+		t.Fatalf("%d instances stored, want %d", len(all), n)
 	}
 	newestFirst(all)
 	// Time bounds taken from the data, so that ranges cut through it.
-	c1, c2 := all[6000].CreatedAt, all[2000].CreatedAt
+	c1, c2 := all[n*6/10].CreatedAt, all[n*2/10].CreatedAt
 	byUpdate := slices.Clone(all)
 	slices.SortFunc(byUpdate, func(a, b persistence.Instance) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
-	u1 := byUpdate[3000].UpdatedAt
+	u1 := byUpdate[n*3/10].UpdatedAt
 
 	queries := []persistence.InstanceQuery{
 		{},
@@ -246,9 +255,13 @@ func testListInstances(t *testing.T, st persistence.Store) {
 				want = append(want, in)
 			}
 		}
-		limits := []int{0, 1000}
-		if len(want) <= 700 {
-			limits = append(limits, 7) // many short pages, where that stays quick
+		// Short pages where that stays quick.
+		limits := []int{1000}
+		if len(want) <= 3000 {
+			limits = append(limits, 0)
+		}
+		if len(want) <= 300 {
+			limits = append(limits, 7)
 		}
 		for _, limit := range limits {
 			q.Limit = limit
@@ -264,19 +277,19 @@ func testListInstances(t *testing.T, st persistence.Store) {
 
 	// A page starts right after the given key, even one between stored
 	// instances, and the limit is capped.
-	k := all[4999].Key()
+	k := all[n/2-1].Key()
 	page, err := st.ListInstances(ctx(), persistence.InstanceQuery{After: &k, Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := idList(page); !slices.Equal(got, idList(all[5000:5002])) {
-		t.Fatalf("page after %v = %v, want %v", k, got, idList(all[5000:5002]))
+	if got := idList(page); !slices.Equal(got, idList(all[n/2:n/2+2])) {
+		t.Fatalf("page after %v = %v, want %v", k, got, idList(all[n/2:n/2+2]))
 	}
 	page, err = st.ListInstances(ctx(), persistence.InstanceQuery{Limit: persistence.MaxQueryLimit + 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page) != min(persistence.MaxQueryLimit, queryInstances) {
+	if len(page) != min(persistence.MaxQueryLimit, n) {
 		t.Fatalf("page of limit %d has %d instances", persistence.MaxQueryLimit+5, len(page))
 	}
 
@@ -298,7 +311,7 @@ func testListInstances(t *testing.T, st persistence.Store) {
 // that existed at the first page, once each; a status listing returns each
 // instance at most once, and every one that kept the status throughout.
 func testListWhileChanging(t *testing.T, st persistence.Store) {
-	const n = 3000
+	n := queryCount() * 3 / 10
 	createMany(t, st, n)
 	start := allInstances(t, st)
 	newestFirst(start)
