@@ -64,6 +64,9 @@ func commands(t *testing.T, url string) {
 		if len(page.Instances) != 2 || page.Instances[0].ID != "order-2" || page.Next != "" {
 			t.Fatalf("second page: %+v, next %q", page.Instances, page.Next)
 		}
+		if all := lsJSON(t, env, "--workflow", "order", "--limit", "1", "--all"); len(all.Instances) != 4 || all.Next != "" {
+			t.Errorf("ls --all --limit 1: %d instances, next %q", len(all.Instances), all.Next)
+		}
 		if r := norn(t, env, "ls", "--page", "garbage!"); r.code != cli.ExitUsage {
 			t.Errorf("ls with a bad page token: exit %d, stderr %q", r.code, r.stderr)
 		}
@@ -238,12 +241,17 @@ func commands(t *testing.T, url string) {
 		if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.Channel != "jobs" || sent.MessageID == "" {
 			t.Fatalf("publish --json: %q %v", r.stdout, err)
 		}
+		file := filepath.Join(t.TempDir(), "job.json")
+		if err := os.WriteFile(file, []byte(`{"job": 9}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		norn(t, env, "publish", "jobs", "@"+file).ok(t)
 		stats, err := st.ChannelStats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(stats, func(c persistence.ChannelStat) bool { return c.Channel == "jobs" })
-		if i < 0 || stats[i].Waiting != 2 {
+		if i < 0 || stats[i].Waiting != 3 {
 			t.Errorf("jobs after publish: %+v", stats)
 		}
 	})
@@ -365,7 +373,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad time", env, []string{"ls", "--since", "yesterday"}, cli.ExitUsage, "--since"},
 		{"bulk cancel without filters", env, []string{"cancel"}, cli.ExitUsage, "give instance IDs"},
 		{"no store", nil, []string{"ls"}, cli.ExitUsage, "no store"},
-		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown scheme "mysql"`},
+		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown store scheme "mysql"`},
 		{"missing store file", nil, []string{"ls", "--store", filepath.Join(t.TempDir(), "none.db")}, cli.ExitFailure, "does not exist"},
 		{"unreachable store", nil, []string{"ls", "--store", "postgres://norn@127.0.0.1:1/db?connect_timeout=5&sslmode=disable"}, cli.ExitFailure, "open store"},
 		{"replay without workflows", env, []string{"replay"}, cli.ExitUsage, "no workflow code"},
@@ -583,4 +591,41 @@ func TestClusterWake(t *testing.T) {
 	})
 	node.Signal(t, syscall.SIGTERM)
 	<-node.Exited()
+}
+
+// TestSendReachesWorkflow sends two messages with the command to an
+// instance a node in the test process runs: one under another type name,
+// which its Receive[Approval] leaves, and one under Approval's, which it
+// takes and completes with.
+func TestSendReachesWorkflow(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	ctx := testutil.Ctx(t, time.Minute)
+	st := testutil.OpenSQLite(t, url)
+	// Short passivation and scans: the node learns of the command's
+	// writes to the SQLite file only by scanning.
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(orderFlow, batchFlow, itemFlow),
+		PassivateAfter: 10 * time.Millisecond, RecoveryInterval: 50 * time.Millisecond})
+	pid, err := actor.Spawn(ctx, sys, orderFlow, Order{Item: "pen", Qty: 2}, actor.WithID("order-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "order-9 waiting", func() bool {
+		in, err := st.Instance(ctx, "order-9")
+		return err == nil && in.Status == persistence.StatusWaiting
+	})
+	env := []string{cli.StoreEnv + "=" + url}
+	norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
+	norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	out, err := actor.Await(ctx, sys, orderFlow, pid)
+	if err != nil || out.Total != 10 {
+		t.Fatalf("order-9 = %+v, %v", out, err)
+	}
+	hist, err := sys.History(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(hist, func(e actor.HistoryEvent) bool { return e.Kind == actor.EventReceived })
+	if i < 0 || !strings.Contains(string(hist[i].Payload), "right") {
+		t.Errorf("order-9 received %+v; want the message with ID right", hist)
+	}
 }
