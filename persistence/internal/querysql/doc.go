@@ -9,9 +9,10 @@
 // created_at, id), a status from (status, created_at, id), a parent's
 // children from (parent, created_at, id). Several statuses (or a workflow
 // without statuses, which stands for all of them) become one branch per
-// status, each reading at most a page from its own index range, merged by
-// an outer ORDER BY: an IN list would make the database read every
-// matching row to sort them.
+// status, each reading at most a page of keys from its own index range,
+// merged by an outer ORDER BY, and only the page's rows are then read
+// whole: an IN list would make the database read every matching row to
+// sort them.
 //
 //	q, args := querysql.Instances(sqliteDialect, rowcodec.InstanceColumns, query)
 package querysql

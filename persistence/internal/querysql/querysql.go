@@ -98,7 +98,10 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		}
 	}
 	order := " ORDER BY created_at DESC, id DESC LIMIT " + limit
-	sel := "SELECT * FROM instances"
+	// Branches read only the key: with no other filter, straight from
+	// their index, and only the page's own rows are read whole, not every
+	// branch's.
+	sel := "SELECT created_at, id FROM instances"
 	branch := func(index string, conds ...string) string {
 		conds = append(conds, common...)
 		s := sel
@@ -152,13 +155,13 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		return branches[0], b.args
 	}
 	var sb strings.Builder
-	sb.WriteString("SELECT " + columns + " FROM (")
+	sb.WriteString("SELECT " + columns + " FROM instances JOIN (SELECT created_at AS k_created, id AS k_id FROM (")
 	for i, br := range branches {
 		if i > 0 {
 			sb.WriteString(" UNION ALL ")
 		}
 		sb.WriteString("SELECT * FROM (" + br + ") AS b" + strconv.Itoa(i))
 	}
-	sb.WriteString(") AS page" + order)
+	sb.WriteString(") AS u" + order + ") AS page ON instances.id = page.k_id ORDER BY page.k_created DESC, page.k_id DESC")
 	return sb.String(), b.args
 }
