@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -119,5 +120,38 @@ func TestClientModeDrivesNodeInOtherProcess(t *testing.T) {
 				t.Fatalf("Await after a client's Cancel = %v; want ErrCancelled", err)
 			}
 		})
+	}
+}
+
+// In a cluster a client System hands its wake-ups to the owners (it owns
+// nothing, and the nodes here scan only every hour), and refuses to start
+// as a member that the cluster gives buckets.
+func TestClientModeInCluster(t *testing.T) {
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	net := newTableNet()
+	net.set([]string{"a", "owner-too"}, nil)
+	_, err := actor.Start(testutil.Ctx(t, time.Minute), actor.Config{Store: st, Client: true, NodeID: "owner-too",
+		Cluster: net.node(), Logger: testutil.Logger()})
+	if !errors.Is(err, actor.ErrInvalidInput) {
+		t.Fatalf("client Start as an owning member = %v, want ErrInvalidInput", err)
+	}
+	net.set([]string{"a"}, nil)
+	l := newLiveness()
+	testutil.StartNode(t, slowNets(actor.Config{Store: st, Workflows: actor.Register(waitMsg), NodeID: "a",
+		Cluster: net.node(), Hooks: l.hooks("a")}))
+	client := testutil.StartNode(t, slowNets(actor.Config{Store: st, Client: true, NodeID: "c", Cluster: net.node()}))
+	ctx := testutil.Ctx(t, liveWait)
+	pid, err := actor.Spawn(ctx, client, waitMsg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Send(ctx, pid, "via the owner"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, client, waitMsg, pid); err != nil || got != "via the owner" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+	if nodes := l.nodes(string(pid)); len(nodes) == 0 || slices.ContainsFunc(nodes, func(n string) bool { return n != "a" }) {
+		t.Fatalf("activations on %v, want only the owner a", nodes)
 	}
 }

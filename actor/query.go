@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -154,7 +155,7 @@ func (s *System) HistoryPage(ctx context.Context, pid PID, afterSeq int64, limit
 	case limit > maxHistoryLimit:
 		limit = maxHistoryLimit
 	}
-	afterSeq = max(afterSeq, -1)
+	afterSeq = min(max(afterSeq, -1), math.MaxInt64-1) // no event has the last Seq
 	evs, err := s.store.HistoryRange(ctx, string(pid), afterSeq+1, limit)
 	if err != nil {
 		return nil, fmt.Errorf("norn: history of %s: %w", pid, err)

@@ -322,6 +322,13 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 			s.cancel()
 			return nil, fmt.Errorf("norn: join cluster: %w", err)
 		}
+		if cfg.Client && ownsAny(cfg.Cluster, cfg.NodeID) {
+			// Its buckets' instances would wait for a node that never runs them.
+			s.cancel()
+			err := errors.Join(cfg.Cluster.Leave(ctx), cfg.Cluster.Close())
+			return nil, errors.Join(fmt.Errorf("%w: Config.Client is set, but the cluster gives this node buckets to own: "+
+				"join as a member that owns nothing (cluster.Config.Client)", ErrInvalidInput), err)
+		}
 		s.owned = s.ownedMask()
 		s.goBG(s.rebalanceLoop)
 	}
@@ -655,6 +662,16 @@ func (s *System) wakeFromPeer(ids []string) {
 			s.wakeRemote(id, fromPeer)
 		}
 	}
+}
+
+// ownsAny reports whether c gives node any bucket.
+func ownsAny(c Cluster, node string) bool {
+	for b := 0; b < persistence.NumBuckets; b++ {
+		if c.Owner(b) == node {
+			return true
+		}
+	}
+	return false
 }
 
 // owns reports whether this node should host id; a client hosts nothing.

@@ -75,7 +75,8 @@ func TestListInstancesPlans(t *testing.T) {
 			t.Fatalf("%+v: %v", c.q, err)
 		}
 		text := strings.Join(plan, "\n")
-		scans := strings.Count(text, "Index Scan Backward using ") + strings.Count(text, "Bitmap Index Scan on "+c.index)
+		scans := strings.Count(text, "Index Scan Backward using ") + strings.Count(text, "Index Only Scan Backward using ") +
+			strings.Count(text, "Bitmap Index Scan on "+c.index)
 		uses := strings.Contains(text, " "+c.index+" ")
 		branches := max(1, len(c.q.Statuses))
 		if c.q.Workflow != "" && len(c.q.Statuses) == 0 {

@@ -1,19 +1,3 @@
-// Package querysql builds the SQL of Store.ListInstances for the SQL
-// drivers, which differ only in placeholders, index hints and how they read
-// a field of a JSON input.
-//
-// Every statement orders by (created_at, id) descending and continues a
-// page with a row-value comparison on those columns, so that it reads its
-// page from one index range whatever the table's size: the plain listing
-// from (created_at, id), a workflow's instances from (workflow, status,
-// created_at, id), a status from (status, created_at, id), a parent's
-// children from (parent, created_at, id). Several statuses (or a workflow
-// without statuses, which stands for all of them) become one branch per
-// status, each reading at most a page from its own index range, merged by
-// an outer ORDER BY: an IN list would make the database read every
-// matching row to sort them.
-//
-//	q, args := querysql.Instances(sqliteDialect, rowcodec.InstanceColumns, query)
 package querysql
 
 import (
@@ -114,7 +98,10 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		}
 	}
 	order := " ORDER BY created_at DESC, id DESC LIMIT " + limit
-	sel := "SELECT * FROM instances"
+	// Branches read only the key: with no other filter, straight from
+	// their index, and only the page's own rows are read whole, not every
+	// branch's.
+	sel := "SELECT created_at, id FROM instances"
 	branch := func(index string, conds ...string) string {
 		conds = append(conds, common...)
 		s := sel
@@ -168,13 +155,13 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		return branches[0], b.args
 	}
 	var sb strings.Builder
-	sb.WriteString("SELECT " + columns + " FROM (")
+	sb.WriteString("SELECT " + columns + " FROM instances JOIN (SELECT created_at AS k_created, id AS k_id FROM (")
 	for i, br := range branches {
 		if i > 0 {
 			sb.WriteString(" UNION ALL ")
 		}
 		sb.WriteString("SELECT * FROM (" + br + ") AS b" + strconv.Itoa(i))
 	}
-	sb.WriteString(") AS page" + order)
+	sb.WriteString(") AS u" + order + ") AS page ON instances.id = page.k_id ORDER BY page.k_created DESC, page.k_id DESC")
 	return sb.String(), b.args
 }
