@@ -349,6 +349,54 @@ type ListFilter struct {
 	Limit    int
 }
 
+// InstanceQuery selects instances for Store.ListInstances. Zero fields do
+// not filter; the filters that are set must all hold.
+type InstanceQuery struct {
+	Workflow string
+	// Statuses: any of these.
+	Statuses []Status
+	// Parent selects the children of one instance.
+	Parent string
+	// CreatedAfter and UpdatedAfter are inclusive bounds, CreatedBefore
+	// and UpdatedBefore exclusive ones; the zero time is no bound.
+	CreatedAfter, CreatedBefore time.Time
+	UpdatedAfter, UpdatedBefore time.Time
+	// Input holds equality conditions on fields of the input, read as
+	// JSON: a key is an object field's name, or a dotted path to a nested
+	// one ("customer.id"); the value matches a JSON string equal to it, or
+	// a number or boolean whose JSON text equals it ("42", "true"). An
+	// input that is not JSON (written with another codec) matches no
+	// condition, and a missing field or JSON null never matches.
+	Input map[string]string
+	// After continues the listing after this position: the Key of the last
+	// instance of the previous page. Nil starts at the newest instance.
+	After *InstanceKey
+	// Limit bounds the page; <= 0 means DefaultQueryLimit, and more than
+	// MaxQueryLimit is read as MaxQueryLimit (a bound on the work of one
+	// call; the actor API's own page limit is lower).
+	Limit int
+}
+
+// InstanceKey is an instance's position in ListInstances' order.
+type InstanceKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Key is the instance's position in ListInstances' order.
+func (in *Instance) Key() InstanceKey { return InstanceKey{CreatedAt: in.CreatedAt, ID: in.ID} }
+
+// Limits of ListInstances pages.
+const (
+	DefaultQueryLimit = 50
+	MaxQueryLimit     = 10000
+)
+
+// Statuses lists every instance status, live ones first.
+func Statuses() []Status {
+	return []Status{StatusRunning, StatusWaiting, StatusCompensating, StatusCompleted, StatusFailed, StatusCancelled}
+}
+
 // ChannelStat summarises one channel.
 type ChannelStat struct {
 	Channel     string
@@ -405,6 +453,22 @@ type Store interface {
 	History(ctx context.Context, id string, fromSeq int64) ([]Event, error)
 	// List reads instances ordered by ID.
 	List(ctx context.Context, f ListFilter) ([]Instance, error)
+	// ListInstances reads a page of the instances that q selects, newest
+	// first: by CreatedAt, then ID, both descending. The order is on
+	// values that never change, so that paging with q.After neither repeats
+	// nor skips an instance while instances change status between pages
+	// (instances created after the first page are before it, and not
+	// listed). Filters on workflow, statuses, parent and creation time are
+	// answered from indexes, so a page costs the same however many
+	// instances the store holds; the update-time and input filters are
+	// checked on the rows those select, so a page costs more the more
+	// rows they reject.
+	ListInstances(ctx context.Context, q InstanceQuery) ([]Instance, error)
+	// HistoryRange reads up to limit events of an instance's current run,
+	// from seq fromSeq on, in order; limit <= 0 means no limit.
+	HistoryRange(ctx context.Context, id string, fromSeq int64, limit int) ([]Event, error)
+	// Timers lists an instance's pending timers, earliest first.
+	Timers(ctx context.Context, id string) ([]Timer, error)
 	// Runnable lists non-terminal instances of the given buckets that no
 	// live lease covers (by the store's clock, see AcquireLease) and that
 	// need an activation: status running or compensating, or waiting with

@@ -61,6 +61,9 @@ type Options struct {
 	// Logger receives warnings (a lost listener connection, notifications
 	// that could not be sent). Default slog.Default().
 	Logger *slog.Logger
+	// Commits, if set, learns of every group commit (steps, duration,
+	// failure), for metrics.
+	Commits persistence.CommitObserver
 }
 
 func (o *Options) fill() error {

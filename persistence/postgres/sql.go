@@ -79,6 +79,7 @@ const (
 	sqlAcquireLease  = "norn_acquire_lease"
 	sqlRenewLeases   = "norn_renew_leases"
 	sqlReleaseLeases = "norn_release_leases"
+	sqlReleaseTurn   = "norn_release_turn"
 	sqlCancel        = "norn_cancel"
 	sqlStatus        = "norn_status"
 	sqlPruneIDs      = "norn_prune_message_ids"
@@ -262,6 +263,9 @@ var statements = map[string]string{
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
 		WHERE i.id = l.id AND i.lease_owner = $1::text
 		RETURNING i.id`,
+	// $1 lock space, $2 the owner's hash: releasers of one owner's leases
+	// take turns (see ReleaseLeases).
+	sqlReleaseTurn: `SELECT pg_advisory_xact_lock($1::integer, $2::integer)`,
 	// A new epoch fences whoever still runs under a released lease.
 	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l

@@ -46,6 +46,9 @@ type Options struct {
 	MaxBatch int
 	// Readers is the number of read connections. Default 4.
 	Readers int
+	// Commits, if set, learns of every group commit (steps, duration,
+	// failure), for metrics.
+	Commits persistence.CommitObserver
 }
 
 func (o *Options) fill() error {
@@ -421,27 +424,33 @@ func (s *Store) writer() {
 }
 
 func (s *Store) commit(batch []*writeReq) {
-	if !s.commitBatch(batch, false) {
+	start := time.Now()
+	done, err := s.commitBatch(batch, false)
+	if !done {
 		// A simple request failed after writing: redo the batch with a
 		// savepoint around every request.
-		s.commitBatch(batch, true)
+		_, err = s.commitBatch(batch, true)
+	}
+	if s.opts.Commits != nil {
+		s.opts.Commits.ObserveCommit(persistence.CommitInfo{Driver: "sqlite", Steps: len(batch), Duration: time.Since(start), Err: err})
 	}
 }
 
 // commitBatch applies batch in one transaction. Each request runs in its own
 // savepoint unless it is simple (it fails before writing anything) or alone.
 // It returns false, having rolled back and answered nobody, when a simple
-// request failed in an unexpected way.
-func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
+// request failed in an unexpected way; and the error that failed the whole
+// transaction, if one did.
+func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) (bool, error) {
 	ctx := context.Background()
-	finish := func(err error) bool {
+	finish := func(err error) (bool, error) {
 		for _, r := range batch {
 			if err != nil {
 				r.err = err
 			}
 			close(r.done)
 		}
-		return true
+		return true, err
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -454,7 +463,7 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
 			r.err = r.fn(tx)
 			if r.err != nil && !single && !failsBeforeWriting(r.err) {
 				tx.Rollback() //nolint:errcheck // redone with savepoints
-				return false
+				return false, nil
 			}
 			continue
 		}
@@ -479,7 +488,7 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
 			batch[0].err = errors.Join(batch[0].err, err)
 		}
 		close(batch[0].done)
-		return true
+		return true, nil
 	}
 	if err := tx.Commit(); err != nil {
 		return finish(fmt.Errorf("sqlite: commit: %w", err))
