@@ -91,6 +91,14 @@ type activation struct {
 	// guarded by sys.mu
 	passivating bool
 	rewake      bool
+	// waitRecv is what the receives being waited for accept while the
+	// activation reads its mailbox or parks on them (nil otherwise);
+	// compWoken are the queued messages whose wake it was given and has
+	// not served by a read yet (see compete.go).
+	waitRecv  []recvAccept
+	compWoken []persistence.QueuedMessage
+
+	registered bool // waitRecv is set (workflow goroutine only)
 
 	comps     []compensation // completed calls of compensable activities, in order
 	children  []string       // linked children spawned so far (replayed too)
@@ -247,6 +255,9 @@ func (a *activation) run() {
 		case outNonDeterminism:
 			finished = a.finish(persistence.StatusFailed, nil, werr)
 		case outCrash:
+			// Wakes for queued messages are not held through the back-off.
+			a.registered = false
+			a.sys.passOnWakes(a)
 			delay, again, done := a.crashed(crash, infra)
 			finished = done
 			if again && a.restartAfter(delay) {

@@ -61,10 +61,13 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 }
 
 // checkRegistered checks that def is the definition this node registered under
-// its name (the System runs the registered value, not the one given).
+// its name (the System runs the registered value, not the one given). A
+// client runs nothing, so it may spawn what it has not registered.
 func (s *System) checkRegistered(def Definition) error {
 	got, ok := s.defs[def.Name()]
 	switch {
+	case !ok && s.cfg.Client:
+		return nil
 	case !ok:
 		return fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, def.Name())
 	case got != def:
@@ -214,7 +217,21 @@ func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 	// down: most awaited instances are short.
 	remote := awaitPoll / 64
 	for {
-		c := s.waitEnd(id)
+		c, live := s.waitEnd(id)
+		if live {
+			// Running here: its end signals the waiter, no store read
+			// needed.
+			select {
+			case end := <-c:
+				if end != nil {
+					return *end, nil
+				}
+				continue // it ended unfinished: look again
+			case <-ctx.Done():
+				s.dropWaiter(id, c)
+				return persistence.Instance{}, ctx.Err()
+			}
+		}
 		inst, err := s.store.Instance(ctx, id)
 		if err != nil || inst.Status.Terminal() {
 			s.dropWaiter(id, c)
@@ -230,7 +247,9 @@ func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 		t.Reset(poll)
 		select {
 		case end := <-c:
-			return end, nil
+			if end != nil {
+				return *end, nil
+			}
 		case <-t.C:
 			s.dropWaiter(id, c)
 		case <-ctx.Done():

@@ -152,6 +152,7 @@ func (s *System) rebalance() {
 		}
 		taken = true
 		s.log.Info("took over the instances of a failed node", "failed", node, "release", time.Since(start))
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Name: node})
 	}
 	s.timers.Reload()
 	scan := gained

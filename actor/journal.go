@@ -251,6 +251,7 @@ func (a *activation) consumeCompletions() {
 // resolutions, then done, then a cancel already seen, then a linked child's
 // failure, then a new cancel request, then park.
 func (a *activation) await(done func() bool, recv []*command) error {
+	defer a.sys.consumerBusy(a)
 	scan := true
 	for {
 		if a.replaying() {
@@ -280,6 +281,11 @@ func (a *activation) await(done func() bool, recv []*command) error {
 			}
 			a.nondet(e, "a wait for "+waitingFor(a.order))
 		}
+		if a.stopped() {
+			// A workflow that always finds mail never parks: it must
+			// still stop when asked (it resumes from history).
+			panic(stopPanic{reason: "stopping"})
+		}
 		a.poll()
 		if done() {
 			return nil
@@ -288,7 +294,13 @@ func (a *activation) await(done func() bool, recv []*command) error {
 			return ErrCancelled
 		}
 		if scan && (len(recv) > 0 || a.watchLinks()) {
+			if len(recv) > 0 && !a.replayOnly {
+				// Before the read: a message committed from now on wakes
+				// this activation or another consumer.
+				a.sys.consumerWaiting(a, recv)
+			}
 			if a.scanMail(recv) {
+				a.sys.consumerBusy(a)
 				continue
 			}
 		}
@@ -301,6 +313,9 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		}
 		if a.receiveTimeouts(recv) {
 			continue
+		}
+		if h := a.sys.races.Load(); h != nil && h.beforePark != nil && len(recv) > 0 {
+			h.beforePark(a.id)
 		}
 		scan = a.park(recv)
 	}

@@ -17,8 +17,9 @@ type Received[T any] struct {
 
 // mailboxPage is the first read of a mailbox scan; a scan that finds no
 // match in a full page reads a larger one, so that the common case (the
-// first message matches) reads a few rows, not the whole queue.
-const mailboxPage = 32
+// first message matches) reads a few rows, not the whole queue. It is as
+// many as a competing consumer chooses among.
+const mailboxPage = competingSpread
 
 // mailboxScanMax caps one scan.
 const mailboxScanMax = 1 << 20
@@ -116,11 +117,15 @@ func (a *activation) scanMail(recv []*command) bool {
 			if c.done {
 				continue
 			}
-			m, ok := a.pick(c.recv, msgs)
+			m, more, ok := a.pick(c.recv, msgs)
 			if !ok {
 				continue
 			}
 			if a.consume(c, m) {
+				if more {
+					// More waiting than this consumer takes: wake the next.
+					a.sys.chainQueued(a, m.Channel)
+				}
 				return true
 			}
 			// A competing message another consumer took first: look again.
@@ -191,15 +196,16 @@ func (a *activation) receiveTimeouts(recv []*command) bool {
 
 // pick chooses the message to consume: the first match in arrival order,
 // except that among waiting competing messages it takes one of the first few
-// so that parallel consumers spread out instead of racing for one row.
-func (a *activation) pick(r *receiveCall, msgs []persistence.Message) (persistence.Message, bool) {
+// so that parallel consumers spread out instead of racing for one row. more
+// says that other competing messages it would take wait as well.
+func (a *activation) pick(r *receiveCall, msgs []persistence.Message) (m persistence.Message, more, ok bool) {
 	var cands []persistence.Message
 	for _, m := range msgs {
 		if a.consumed[m.Seq] || !r.matches(mailbox.FromStored(m)) {
 			continue
 		}
 		if m.Target != "" && len(cands) == 0 {
-			return m, true
+			return m, false, true
 		}
 		if m.Target != "" {
 			break
@@ -210,10 +216,10 @@ func (a *activation) pick(r *receiveCall, msgs []persistence.Message) (persisten
 		}
 	}
 	if len(cands) == 0 {
-		return persistence.Message{}, false
+		return persistence.Message{}, false, false
 	}
 	a.spread++
-	return cands[(int(hashString(a.id))+a.spread)%len(cands)], true
+	return cands[(int(hashString(a.id))+a.spread)%len(cands)], len(cands) > 1, true
 }
 
 func hashString(s string) uint32 {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -81,7 +82,8 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
-	// SlogHooks on Logger at Debug level.
+	// SlogHooks on Logger at Debug level. MultiHooks combines several
+	// (packages metrics and tracing provide Hooks).
 	Hooks Hooks
 	// Cluster spreads instances over the nodes of a cluster (see package
 	// github.com/nornlabs/norn/cluster): each node hosts the instances it
@@ -91,6 +93,20 @@ type Config struct {
 	// lease races, and a dead node's instances wait for its leases to
 	// expire).
 	Cluster Cluster
+	// Client makes the System a client of the store rather than a node: it
+	// runs no instances (no activations, recovery scans, timers or lease
+	// renewals), while Spawn, Send, SendOn, Publish, PublishWith, Cancel,
+	// Await and the read calls (Inspect, List, HistoryPage, ...) work as
+	// usual. The nodes sharing the store run what it spawns and delivers:
+	// a store that notifies across processes (PostgreSQL) wakes them at
+	// once; on SQLite, which has no such notifications, a node in another
+	// process finds the work at its next recovery scan (RecoveryInterval).
+	// In a cluster (Cluster set, as a member that owns nothing) wake-ups go
+	// to the owners. Workflows may be empty: Spawn accepts a definition
+	// that is not registered here, since running it is the nodes' business.
+	// Tools such as the norn command use this to act on a store without the
+	// program's workflows.
+	Client bool
 }
 
 // System is a running node. Create it with Start, end it with Stop.
@@ -121,14 +137,40 @@ type System struct {
 
 	outboxMu sync.Mutex
 	outboxCh []chan struct{} // WatchOutbox subscribers
+	// outboxListening: forwardOutbox runs (under outboxMu).
+	outboxListening bool
+
 	mu       sync.Mutex
 	stopping bool
 	closed   bool // no more calls from outside: Stop has unwound the activations
 	acts     map[string]*activation
 	starting map[string]startState // a start (spawn or activator) in progress
-	waiters  map[string][]chan persistence.Instance
+	waiters  map[string][]chan *persistence.Instance
 	queue    []string // instances waiting for an activator
 	workers  int      // running activators
+	// queueSubs are the competing subscribers of each channel as the last
+	// commit that queued a message there named them; queueRR rotates the
+	// consumer a queued message wakes (see compete.go).
+	queueSubs map[string][]string
+	queueRR   int
+
+	// races holds the points where tests fire events into the
+	// runtime's races (nil outside tests).
+	races atomic.Pointer[raceHooks]
+}
+
+// raceHooks are called at the points where a concurrent commit races the
+// runtime, so that tests can land one exactly there.
+type raceHooks struct {
+	// beforePark: an activation read its mailbox for its receives, found
+	// nothing, and is about to park.
+	beforePark func(id string)
+	// queuedWake: a message in a competing queue is about to wake this
+	// consumer.
+	queuedWake func(id string)
+	// launching: an activation has loaded its instance and is about to
+	// start.
+	launching func(id string)
 }
 
 // startState is what happened to an instance while its start was in
@@ -247,7 +289,8 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	}
 	s := &System{
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
-		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan persistence.Instance{},
+		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
+		queueSubs: map[string][]string{},
 	}
 	if cfg.Cluster != nil {
 		s.cluster = cfg.Cluster
@@ -266,9 +309,11 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	// A node restarted under the same NodeID holds no activation yet: leases
 	// in its name are left over from its previous life. Free them so that
 	// recovery takes those instances back now (renewing them would keep
-	// them stranded).
-	if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
-		return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
+	// them stranded). A client never holds leases.
+	if !cfg.Client {
+		if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
+			return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
+		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.cluster != nil {
@@ -279,6 +324,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		}
 		s.owned = s.ownedMask()
 		s.goBG(s.rebalanceLoop)
+	}
+	if cfg.Client {
+		return s, nil
 	}
 	s.goBG(func() {
 		if err := svc.Run(s.ctx); err != nil {
@@ -380,8 +428,10 @@ func (s *System) Stop(ctx context.Context) error {
 	s.cancel()
 	s.closeOutboxWatchers()
 	s.bg.Wait()
-	if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
-		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+	if !s.cfg.Client {
+		if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
+			err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+		}
 	}
 	if s.cluster != nil {
 		// Only now, with the leases released: the other nodes take this
@@ -607,8 +657,11 @@ func (s *System) wakeFromPeer(ids []string) {
 	}
 }
 
-// owns reports whether this node should host id.
+// owns reports whether this node should host id; a client hosts nothing.
 func (s *System) owns(id string) bool {
+	if s.cfg.Client {
+		return false
+	}
 	return s.cluster == nil || s.cluster.Owner(persistence.BucketOf(id)) == s.cfg.NodeID
 }
 
@@ -647,7 +700,7 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		s.starting[id] = st
 		return nil
 	}
-	if s.stopping || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
+	if s.stopping || s.cfg.Client || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
 		// A stopping node has left the cluster: what it commits meanwhile
 		// (an activation finishing, a Send) wakes the new owners.
 		if s.cluster != nil && from == fromHere {
@@ -729,6 +782,9 @@ func (s *System) activate(id string) {
 		}
 		return
 	}
+	if h := s.races.Load(); h != nil && h.launching != nil {
+		h.launching(id)
+	}
 	s.launch(a)
 }
 
@@ -774,6 +830,9 @@ func (s *System) load(id string) (*activation, error) {
 	hist, err := s.store.History(s.ctx, id, 0)
 	if err != nil {
 		return nil, err
+	}
+	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID {
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Instance: id, Workflow: def.Name(), Name: cur.LeaseOwner})
 	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	return newActivation(s, def, inst, hist), nil
@@ -837,24 +896,35 @@ func (s *System) launch(a *activation) {
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
 	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 }
 
 // ended is called by an activation's goroutine as it exits.
 func (s *System) ended(a *activation, finished bool) {
+	// Reported while a is still registered, so that it comes before the
+	// activated event of the instance's next activation here.
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 	s.mu.Lock()
 	if s.acts[a.id] == a {
 		delete(s.acts, a.id)
 	}
 	// A hand-over's end wakes the new owner.
 	rewake := (a.rewake || a.handover.Load()) && !finished
-	var ws []chan persistence.Instance
-	if finished {
+	// Waiters hear of the end; those of an activation that ended without
+	// ending its instance (passivated, stopped, lost) look again.
+	var ws []chan *persistence.Instance
+	if s.acts[a.id] == nil {
 		ws = s.waiters[a.id]
 		delete(s.waiters, a.id)
 	}
 	s.mu.Unlock()
+	s.passOnWakes(a)
+	var end *persistence.Instance
+	if finished {
+		end = &a.final
+	}
 	for _, w := range ws {
-		w <- a.final // buffered: the waiter may have gone
+		w <- end // buffered: the waiter may have gone
 	}
 	if rewake {
 		s.wake(a.id)
@@ -884,28 +954,23 @@ func (s *System) afterCommit(self string, step *persistence.Step, res persistenc
 		t.Instance = self
 		s.timers.Schedule(t)
 	}
-	var last string
-	woken := res.Woken[:0:0]
-	for _, id := range res.Woken {
-		if id == self || id == last {
-			continue
-		}
-		last = id
-		woken = append(woken, id)
-	}
-	s.wakeMany(woken)
+	s.wakeCommitted(self, res)
 }
 
-// waitEnd returns a channel closed when a local activation of id finishes.
-func (s *System) waitEnd(id string) chan persistence.Instance {
-	c := make(chan persistence.Instance, 1)
+// waitEnd returns a channel that gets the ended instance when a local
+// activation of id finishes it, or nil when one ends without finishing it.
+// live reports an activation of id registered here: it sends one or the
+// other for sure.
+func (s *System) waitEnd(id string) (c chan *persistence.Instance, live bool) {
+	c = make(chan *persistence.Instance, 1)
 	s.mu.Lock()
 	s.waiters[id] = append(s.waiters[id], c)
+	live = s.acts[id] != nil
 	s.mu.Unlock()
-	return c
+	return c, live
 }
 
-func (s *System) dropWaiter(id string, c chan persistence.Instance) {
+func (s *System) dropWaiter(id string, c chan *persistence.Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.waiters[id]

@@ -43,6 +43,7 @@ type options struct {
 	Timeout            time.Duration // bound of each waiting phase
 	BaselineBatch      int           // rows per transaction of the raw baseline
 	HeapProfile        string        // written where idle/timers measure passivated memory
+	Observe            string        // hooks on while measuring: metrics, tracing, both
 
 	OnVictim   bool          // failover: place every sleeper on the node to kill
 	KillBefore time.Duration // failover: the kill comes this long before the timers are due
@@ -96,6 +97,13 @@ func (r *runner) logf(format string, args ...any) {
 
 // start opens the target's store and starts a System on it.
 func (r *runner) start(ctx context.Context, cfg actor.Config) (*node, error) {
+	if r.opts.Observe != "" {
+		h, err := observeHooks(r.opts.Observe, cfg.Hooks)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Hooks = h
+	}
 	return startNode(ctx, r.t, cfg)
 }
 
@@ -131,6 +139,9 @@ func workloads() []workload {
 		{"outbox", runOutbox},
 		{"failover", runFailover},
 		{"crosspingpong", runCrossPingPong},
+		{"list", runList},
+		{"cli", runCLI},
+		{"viewer", runViewer},
 	}
 }
 
@@ -160,13 +171,14 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, or all")
+	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, cli, viewer, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile to this file where idle and timers measure memory after passivation (the last such point wins)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) while running")
-	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000); also the default of -m and -k")
+	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000), list and cli instances (100000), viewer history events (10000); also the default of -m and -k")
 	fs.IntVar(&o.M, "m", 0, "messages: pingpong and crosspingpong round trips (2000), queue messages (10000), fanout messages (200)")
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
@@ -184,6 +196,7 @@ func run() int {
 	fs.DurationVar(&o.KillBefore, "kill-before", 250*time.Millisecond, "failover: kill the node this long before the sleepers' timers are due")
 	fs.DurationVar(&o.Lead, "lead", 0, "failover: time from the first spawn to the timers' due time (default 3s + 3ms per sleeper)")
 	fs.IntVar(&o.BaselineBatch, "baseline-batch", 5000, "chain: rows per transaction of the raw SQLite/PostgreSQL baseline")
+	fs.StringVar(&o.Observe, "observe", "", "run with hooks on: metrics (package metrics), tracing (package tracing, spans through the OpenTelemetry SDK to an exporter that drops them), both")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench -workload NAME [flags]\n\n")
 		fs.PrintDefaults()
@@ -249,6 +262,9 @@ func run() int {
 			}
 			fmt.Fprintf(os.Stderr, "%s on %s ...\n", w.name, t.label)
 			res := runOne(ctx, w, o, t, os.Stderr)
+			if *compare {
+				withBaseline(ctx, &res, t, size(5000, o.BaselineBatch), os.Stderr)
+			}
 			if res.Err != nil {
 				failed = true
 				fmt.Fprintf(os.Stderr, "  [%s] %s failed: %v\n", t.label, w.name, res.Err)
@@ -257,6 +273,9 @@ func run() int {
 		}
 	}
 	printTable(os.Stdout, results)
+	if *compare {
+		printCompare(os.Stdout, results)
+	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, results); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)

@@ -87,6 +87,8 @@ const (
 	sqlClaimOutbox   = "norn_claim_outbox"
 	sqlFinishOutbox  = "norn_finish_outbox"
 	sqlOutboxClaimer = "norn_outbox_claimer"
+	sqlReleaseOutbox = "norn_release_outbox"
+	sqlPruneOutbox   = "norn_prune_outbox"
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
@@ -200,7 +202,7 @@ var statements = map[string]string{
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::bigint, $8::text
 		WHERE EXISTS (SELECT 1 FROM instances WHERE id = $3::text AND status NOT IN ` + terminalSQL + `)`,
 	// $1 channel: the subscribers to wake; publishing on a direct channel conflicts.
-	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode)
+	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode), mode
 		FROM subscriptions WHERE channel = $1::text ORDER BY instance_id`,
 	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
 	// at, $7 type. A copy per broadcast subscriber; otherwise (competing, or nobody
@@ -295,10 +297,22 @@ var statements = map[string]string{
 			FOR UPDATE SKIP LOCKED),
 		u AS (UPDATE outbox o SET claimer = $1::text, claim_expires = $2::bigint FROM c WHERE o.id = c.id RETURNING o.*)
 		SELECT ` + rowcodec.OutboxColumns + ` FROM u ORDER BY next_attempt, id`,
-	// $1 id, $2 owner, $3 status, $4 next attempt, $5 error.
+	// $1 id, $2 owner, $3 status, $4 next attempt, $5 error, $6 now: when
+	// delivery ended, unless it goes on (pending).
 	sqlFinishOutbox: `UPDATE outbox SET status = $3::text, next_attempt = $4::bigint, error = $5::text, attempts = attempts + 1,
-		claimer = NULL, claim_expires = 0 WHERE id = $1::text AND claimer = $2::text`,
+		claimer = NULL, claim_expires = 0, finished_at = CASE WHEN $3::text = 'pending' THEN 0 ELSE $6::bigint END
+		WHERE id = $1::text AND claimer = $2::text`,
 	sqlOutboxClaimer: `SELECT COALESCE(claimer, ''), claim_expires FROM outbox WHERE id = $1::text`,
+	// $1 owner, $2 IDs. Locked in ID order, as the claims of other
+	// relayers lock the rows they take, so that no two deadlock.
+	sqlReleaseOutbox: `UPDATE outbox o SET claimer = NULL, claim_expires = 0
+		FROM (SELECT id FROM outbox WHERE id = ANY($2::text[]) AND claimer = $1::text AND status = 'pending' ORDER BY id FOR UPDATE) l
+		WHERE o.id = l.id AND o.claimer = $1::text`,
+	// $1 before, $2 limit. The oldest ended events, by outbox_finished.
+	// SKIP LOCKED: rows that a concurrent prune holds are left to it.
+	sqlPruneOutbox: `DELETE FROM outbox WHERE id IN (
+		SELECT id FROM outbox WHERE status <> 'pending' AND finished_at < $1::bigint
+		ORDER BY finished_at LIMIT $2::bigint FOR UPDATE SKIP LOCKED)`,
 
 	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
@@ -309,12 +323,15 @@ var statements = map[string]string{
 	// $1 limit, $2 buckets.
 	sqlRunnableIn: `SELECT id FROM instances i
 		WHERE status IN ('running', 'waiting', 'compensating') AND bucket = ANY($2::integer[])` + runnableSQL,
+	// Each queue the instance consumes is read by its own index range
+	// (LATERAL): a join ordered across them would sort the whole queue.
 	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
 			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
 				ORDER BY seq LIMIT $2::bigint)
 			UNION ALL
 			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.type, m.payload, m.metadata, m.published_at
-				FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				FROM subscriptions s CROSS JOIN LATERAL (
+					SELECT * FROM messages q WHERE q.channel = s.channel AND q.target IS NULL ORDER BY q.seq LIMIT $2::bigint) m
 				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
 		) x ORDER BY seq LIMIT $2::bigint`,
 	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,

@@ -188,14 +188,16 @@ func (s *Store) compile(r *writeReq) []op {
 			continue
 		}
 		lock(false, s.chanLocks, m.Channel)
+		channel, typ := m.Channel, m.Type
 		add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
 			read: func(br pgx.BatchResults) error {
 				rows, _ := br.Query()
 				var ids []string
+				var mode string
 				for rows.Next() {
 					var id string
 					var ok bool
-					if err := rows.Scan(&id, &ok); err != nil {
+					if err := rows.Scan(&id, &ok, &mode); err != nil {
 						rows.Close()
 						return err
 					}
@@ -206,6 +208,9 @@ func (s *Store) compile(r *writeReq) []op {
 					return err
 				}
 				r.res.Woken = append(r.res.Woken, ids...)
+				if persistence.Mode(mode) == persistence.Competing {
+					r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: channel, Type: typ, Subscribers: ids})
+				}
 				return nil
 			},
 			check: modeConflict(m.Channel, persistence.Broadcast)})

@@ -174,7 +174,29 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.rst.mailbox.QueryContext(ctx, id, limit)
+	// The queues of the channels it consumes are read each by its own
+	// index range, in one statement (one snapshot), so that a long queue
+	// costs no more than a short one: a join ordered across channels would
+	// sort the whole queue to return its first rows.
+	chans, err := s.competingChannels(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var rows *sql.Rows
+	switch len(chans) {
+	case 0:
+		rows, err = s.rst.mailbox.QueryContext(ctx, id, limit)
+	case 1:
+		rows, err = s.rst.mailbox1.QueryContext(ctx, id, limit, chans[0])
+	default:
+		q := mailboxSQL
+		args := []any{id, limit}
+		for i, ch := range chans {
+			q += fmt.Sprintf(mailboxQueueSQL, i+3)
+			args = append(args, ch)
+		}
+		rows, err = s.r.QueryContext(ctx, q+mailboxTail, args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 	}
@@ -194,6 +216,24 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 		}
 		m.PublishedAt = fromNS(at)
 		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// competingChannels lists the channels id consumes competitively.
+func (s *Store) competingChannels(ctx context.Context, id string) ([]string, error) {
+	rows, err := s.rst.competing.QueryContext(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var ch string
+		if err := rows.Scan(&ch); err != nil {
+			return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
+		}
+		out = append(out, ch)
 	}
 	return out, rows.Err()
 }
@@ -281,28 +321,39 @@ func (s *Store) DueTimers(ctx context.Context, before time.Time, buckets []int, 
 
 // readStmts are the read pool's prepared statements for the hot path.
 type readStmts struct {
-	instance *sql.Stmt
-	history  *sql.Stmt
-	mailbox  *sql.Stmt
+	instance  *sql.Stmt
+	history   *sql.Stmt
+	mailbox   *sql.Stmt // mail addressed to the instance
+	mailbox1  *sql.Stmt // and the queue of one channel it consumes
+	competing *sql.Stmt
 }
+
+// The mailbox read: mail addressed to ?1, then one branch per queue
+// (mailboxQueueSQL, its channel the given parameter), each limited on its
+// own (?2) and read in seq order from its index, merged by seq.
+const (
+	mailboxSQL = `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
+			SELECT * FROM (SELECT * FROM messages WHERE target = ?1 ORDER BY seq LIMIT ?2)`
+	mailboxQueueSQL = `
+			UNION ALL SELECT * FROM (SELECT * FROM messages WHERE channel = ?%d AND target IS NULL ORDER BY seq LIMIT ?2)`
+	mailboxTail = `
+		) ORDER BY seq LIMIT ?2`
+)
 
 func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 	pr := &preparer{ctx: ctx, db: db}
 	p := pr.prep
 	rs.instance = p(instanceSelect + ` WHERE id = ?`)
 	rs.history = p(`SELECT seq, kind, name, ref, payload, error, digest, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
-	// Each branch is limited on its own so that a long competing queue is
-	// not read whole to return its first rows.
-	rs.mailbox = p(`SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
-			SELECT * FROM (SELECT * FROM messages WHERE target = ?1 ORDER BY seq LIMIT ?2)
-			UNION ALL
-			SELECT * FROM (SELECT m.* FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = ?1 AND s.mode = 'competing' ORDER BY m.seq LIMIT ?2)
-		) ORDER BY seq LIMIT ?2`)
+	rs.mailbox = p(mailboxSQL + mailboxTail)
+	rs.mailbox1 = p(mailboxSQL + fmt.Sprintf(mailboxQueueSQL, 3) + mailboxTail)
+	rs.competing = p(`SELECT channel FROM subscriptions WHERE instance_id = ? AND mode = 'competing' ORDER BY channel`)
 	return pr.err
 }
 
-func (rs *readStmts) close() { closeStmts(rs.instance, rs.history, rs.mailbox) }
+func (rs *readStmts) close() {
+	closeStmts(rs.instance, rs.history, rs.mailbox, rs.mailbox1, rs.competing)
+}
 
 func scanInstance(row rowcodec.Scanner) (persistence.Instance, error) {
 	return rowcodec.ScanInstance(row)

@@ -434,6 +434,9 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 		}
 	}
 	res.Woken = append(res.Woken, subs...)
+	if mode == persistence.Competing {
+		res.Queued = append(res.Queued, persistence.QueuedMessage{Channel: m.Channel, Type: m.Type, Subscribers: subs})
+	}
 	return nil
 }
 

@@ -55,6 +55,9 @@ func Run(t *testing.T, open Factory) {
 		{"Cancel", testCancel},
 		{"ResetHistory", testReset},
 		{"ListAndStats", testList},
+		{"ListInstances", testListInstances},
+		{"ListWhileChanging", testListWhileChanging},
+		{"HistoryRangeAndTimers", testHistoryRangeAndTimers},
 		{"ConcurrentSteps", testConcurrentSteps},
 		{"CompetingRace", testCompetingRace},
 		{"EventDigest", testDigest},
@@ -68,6 +71,8 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxClaim", testOutboxClaim},
 		{"OutboxList", testOutboxList},
 		{"OutboxRace", testOutboxRace},
+		{"OutboxRelease", testOutboxRelease},
+		{"OutboxPrune", testOutboxPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,8 +336,8 @@ func testBroadcast(t *testing.T, st persistence.Store) {
 	}
 	res := apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "n1", Channel: "news", Payload: []byte(`"x"`)}}})
 	sort.Strings(res.Woken)
-	if fmt.Sprint(res.Woken) != "[a b]" {
-		t.Fatalf("woken = %v", res.Woken)
+	if fmt.Sprint(res.Woken) != "[a b]" || len(res.Queued) != 0 {
+		t.Fatalf("woken = %v, queued %+v", res.Woken, res.Queued)
 	}
 	apply(t, st, persistence.Step{Instance: "late", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "news", Mode: persistence.Broadcast}}})
 	apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "n2", Channel: "news", Payload: []byte(`"y"`)}}})
@@ -374,6 +379,9 @@ func testCompeting(t *testing.T, st persistence.Store) {
 	res := apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "j3", Channel: "jobs"}}})
 	if len(res.Woken) != 2 {
 		t.Fatalf("competing publish woke %v, want both subscribers", res.Woken)
+	}
+	if q := res.Queued; len(q) != 1 || q[0].Channel != "jobs" || len(q[0].Subscribers) != 2 {
+		t.Fatalf("competing publish queued %+v, want one message on jobs for both subscribers", q)
 	}
 	m1, m2 := mailboxSeqs(t, st, "w1"), mailboxSeqs(t, st, "w2")
 	if len(m1) != 3 || len(m2) != 3 || m1[0].ID != "j1" || m1[2].ID != "j3" || m1[0].Seq != m2[0].Seq || m1[0].Target != "" {

@@ -1,0 +1,296 @@
+package actor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/mailbox"
+)
+
+// A message published on a competing channel wakes one parked consumer, not
+// all of them. These tests land a publish at each point where that wake can
+// be lost and check, from the store, that the message is still consumed,
+// once. Nothing polls: RecoveryInterval and PassivateAfter are an hour
+// unless the test is about passivation, so a lost wake leaves the message
+// waiting and the test fails on its deadline.
+
+// queueConsumer subscribes to channel "jobs" competitively and receives
+// for ever (until cancelled).
+var queueConsumer = actor.Workflow("queue-consumer", func(ctx *actor.Context, _ int) (int, error) {
+	if err := ctx.Subscribe("jobs", mailbox.Competing); err != nil {
+		return 0, err
+	}
+	for n := 0; ; n++ {
+		if _, err := actor.Receive[int](ctx, mailbox.OnChannel("jobs")); err != nil {
+			return n, err
+		}
+	}
+})
+
+// parkCounter counts, per instance, the parks after a mailbox read found
+// nothing.
+type parkCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *parkCounter) inc(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[id]++
+	return p.n[id]
+}
+
+func (p *parkCounter) get(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[id]
+}
+
+// spawnConsumers starts n queue consumers and waits until each has
+// subscribed.
+func spawnConsumers(t *testing.T, ctx context.Context, sys *actor.System, n int) []actor.PID {
+	t.Helper()
+	var pids []actor.PID
+	for i := range n {
+		pid, err := actor.Spawn(ctx, sys, queueConsumer, i, actor.WithID(fmt.Sprintf("consumer-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	testutil.Eventually(t, 30*time.Second, "consumers subscribed", func() bool {
+		return channelStat(t, sys, "jobs").Subscribers == n
+	})
+	return pids
+}
+
+// consumedOnce checks from the store that every message in ids was
+// received exactly once by the consumers, and nothing else.
+func consumedOnce(t *testing.T, sys *actor.System, pids []actor.PID, ids map[string]bool) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%d messages consumed", len(ids)), func() bool {
+		n := 0
+		for _, pid := range pids {
+			n += len(receivedRefs(inspect(t, sys, pid).History))
+		}
+		return n >= len(ids)
+	})
+	seen := map[string]actor.PID{}
+	for _, pid := range pids {
+		for _, ref := range receivedRefs(inspect(t, sys, pid).History) {
+			if !ids[ref] {
+				t.Fatalf("%s received %s, which was not published", pid, ref)
+			}
+			if other, dup := seen[ref]; dup {
+				t.Fatalf("message %s consumed by %s and %s", ref, other, pid)
+			}
+			seen[ref] = pid
+		}
+	}
+	if len(seen) != len(ids) {
+		t.Fatalf("%d of %d messages consumed", len(seen), len(ids))
+	}
+}
+
+// TestQueuedPublishBetweenCheckAndPark: a publish committed after a
+// consumer read its mailbox and found nothing, but before it parks, still
+// wakes it (or another consumer): the consumer registers before it reads.
+func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
+	for _, consumers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("consumers=%d", consumers), func(t *testing.T) {
+			const messages = 20
+			st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+			sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
+				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+			ctx := testutil.Ctx(t, 2*time.Minute)
+			var mu sync.Mutex
+			ids := map[string]bool{}
+			var fired atomic.Int64
+			sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(string) {
+				// Every park after a read that found nothing publishes
+				// one message right there, until all are out.
+				k := fired.Add(1)
+				if k > messages {
+					return
+				}
+				id, err := sys.Publish(ctx, "jobs", int(k))
+				if err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+				mu.Lock()
+				ids[id] = true
+				mu.Unlock()
+			}})
+			pids := spawnConsumers(t, ctx, sys, consumers)
+			testutil.Eventually(t, 30*time.Second, "all messages published", func() bool { return fired.Load() > messages })
+			mu.Lock()
+			defer mu.Unlock()
+			consumedOnce(t, sys, pids, ids)
+		})
+	}
+}
+
+// TestQueuedWakePassedOn: the consumer a message woke stops before it reads
+// its mailbox; the wake goes to another parked consumer, which takes the
+// message.
+func TestQueuedWakePassedOn(t *testing.T) {
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	var parks parkCounter
+	var stopped atomic.Value // the consumer stopped as it was woken
+	sys.SetRaceHooks(actor.RaceHooks{
+		BeforePark: func(id string) { parks.inc(id) },
+		QueuedWake: func(id string) {
+			if stopped.CompareAndSwap(nil, id) && !sys.StopActivation(id) {
+				t.Errorf("woken consumer %s has no activation to stop", id)
+			}
+		},
+	})
+	pids := spawnConsumers(t, ctx, sys, 2)
+	testutil.Eventually(t, 30*time.Second, "both consumers parked", func() bool {
+		return parks.get(string(pids[0])) > 0 && parks.get(string(pids[1])) > 0
+	})
+	id, err := sys.Publish(ctx, "jobs", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "message consumed", func() bool {
+		return channelStat(t, sys, "jobs").Waiting == 0
+	})
+	gone := stopped.Load()
+	if gone == nil {
+		t.Fatal("the publish woke no parked consumer")
+	}
+	for _, pid := range pids {
+		refs := receivedRefs(inspect(t, sys, pid).History)
+		if string(pid) == gone.(string) && len(refs) != 0 {
+			t.Fatalf("the stopped consumer %s received %v", pid, refs)
+		}
+		if string(pid) != gone.(string) && (len(refs) != 1 || refs[0] != id) {
+			t.Fatalf("the other consumer %s received %v, want [%s]", pid, refs, id)
+		}
+	}
+}
+
+// TestQueuedPublishDuringStart: a consumer that passivated is woken by a
+// publish; while its activation starts, more messages are published. It
+// takes them all.
+func TestQueuedPublishDuringStart(t *testing.T) {
+	const rounds = 5
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	passivated := make(chan struct{}, 16)
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
+		PassivateAfter: 10 * time.Millisecond, RecoveryInterval: time.Hour,
+		Hooks: hookFunc(func(e actor.HookEvent) {
+			if e.Kind == actor.HookInstancePassivated {
+				passivated <- struct{}{}
+			}
+		})})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	publish := func(v int) {
+		id, err := sys.Publish(ctx, "jobs", v)
+		if err != nil {
+			t.Errorf("publish: %v", err)
+			return
+		}
+		mu.Lock()
+		ids[id] = true
+		mu.Unlock()
+	}
+	var launches atomic.Int64
+	sys.SetRaceHooks(actor.RaceHooks{Launching: func(string) {
+		// A spawn launches its activation itself: each call here is a
+		// passivated consumer coming back.
+		n := launches.Add(1)
+		publish(int(1000 + n))
+		publish(int(2000 + n))
+	}})
+	pids := spawnConsumers(t, ctx, sys, 1)
+	for r := range rounds {
+		select {
+		case <-passivated:
+		case <-ctx.Done():
+			t.Fatalf("round %d: consumer never passivated", r)
+		}
+		publish(r)
+		testutil.Eventually(t, 30*time.Second, "queue drained", func() bool {
+			return channelStat(t, sys, "jobs").Waiting == 0
+		})
+	}
+	if launches.Load() != rounds {
+		t.Fatalf("%d activations for %d wakes of a passivated consumer", launches.Load(), rounds)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 3*rounds {
+		t.Fatalf("published %d messages, want %d", len(ids), 3*rounds)
+	}
+	consumedOnce(t, sys, pids, ids)
+}
+
+// TestQueuedPublishDuringStop: messages published while the node stops
+// are consumed, once, by the node that comes after it on the same store.
+func TestQueuedPublishDuringStop(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	cfg := actor.Config{Store: st, Workflows: actor.Register(queueConsumer), NodeID: "n1",
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour}
+	sys := testutil.StartNode(t, cfg)
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 4)
+
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	var published atomic.Int64
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				id, err := sys.Publish(ctx, "jobs", p*100000+i)
+				if errors.Is(err, actor.ErrStopped) {
+					return
+				}
+				if err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+				mu.Lock()
+				ids[id] = true
+				mu.Unlock()
+				published.Add(1)
+			}
+		}()
+	}
+	testutil.Eventually(t, 30*time.Second, "publishing under way", func() bool { return published.Load() >= 50 })
+	if err := sys.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	cfg.NodeID = "n2"
+	sys2 := testutil.StartNode(t, cfg)
+	mu.Lock()
+	defer mu.Unlock()
+	consumedOnce(t, sys2, pids, ids)
+	if s := channelStat(t, sys2, "jobs"); s.Waiting != 0 {
+		t.Fatalf("after the restart %d messages still wait", s.Waiting)
+	}
+}
