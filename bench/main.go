@@ -37,6 +37,7 @@ type options struct {
 	Pending    int  // timers second phase: instances sleeping an hour (0 skips)
 
 	SleepMin, SleepMax time.Duration // timers sleep range
+	DueWithin          time.Duration // timers: all due within this window, -sleep-min after the start
 	PassivateAfter     time.Duration // Config.PassivateAfter; 0: the workload's choice
 	Spawners           int           // goroutines spawning instances
 	Clients            int           // ingress: concurrent HTTP clients
@@ -167,6 +168,7 @@ func run() int {
 	fs.IntVar(&o.Pending, "pending", 100000, "timers: instances sleeping an hour in the second phase (0 skips it)")
 	fs.DurationVar(&o.SleepMin, "sleep-min", time.Second, "timers: shortest sleep")
 	fs.DurationVar(&o.SleepMax, "sleep-max", 5*time.Second, "timers: longest sleep")
+	fs.DurationVar(&o.DueWithin, "due-within", 0, "timers: spawn every sleeper first and have all their timers come due spread over this window, opening -sleep-min after the start (e.g. -k 100000 -sleep-min 2m -due-within 1m); replaces -sleep-max")
 	fs.DurationVar(&o.PassivateAfter, "passivate-after", 0, "Config.PassivateAfter (default: idle 2s, timers second phase 1s, everything else Norn's default of 1m)")
 	fs.IntVar(&o.Spawners, "spawners", 64, "goroutines spawning instances concurrently")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound of each waiting phase (consumption, completion, passivation)")
@@ -195,7 +197,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	if o.SleepMin <= 0 || o.SleepMax < o.SleepMin {
+	if o.SleepMin <= 0 || (o.SleepMax < o.SleepMin && o.DueWithin <= 0) {
 		fmt.Fprintln(os.Stderr, "bench: want 0 < -sleep-min <= -sleep-max")
 		return 2
 	}
