@@ -84,6 +84,9 @@ type activation struct {
 	// its end wakes the new owner.
 	handover atomic.Bool
 	lost     atomic.Bool // the lease was taken over (see leaseLost)
+	// finishing: the end step, which gives the lease back, is in flight or
+	// committed, so a renewal that misses the lease must not call it lost.
+	finishing atomic.Bool
 
 	// guarded by sys.mu
 	passivating bool
@@ -567,7 +570,9 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 		a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
 			Target: a.inst.Parent, Sender: a.id, Type: downType, Payload: down})
 	}
+	a.finishing.Store(true)
 	if err := a.commit(); err != nil {
+		a.finishing.Store(false)
 		if !errors.Is(err, persistence.ErrFenced) && !errors.Is(err, persistence.ErrInstanceDone) && s.ctx.Err() == nil {
 			a.finishRetry, _, _ = a.crashed(fmt.Errorf("store: %w", err), true)
 			return false

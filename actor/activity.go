@@ -223,7 +223,7 @@ func (a *activation) attempt(ctx context.Context, call *activityCall, n int) (an
 	}
 	ctx = context.WithValue(ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: call.id,
 		IdempotencyKey: a.id + "/" + call.id, Attempt: n})
-	a.hook(HookEvent{Kind: HookActivityStarted, Name: call.name, Ref: call.id, Attempt: n})
+	ctx = a.activityHooks(ctx, HookEvent{Kind: HookActivityStarted, Name: call.name, Ref: call.id, Attempt: n})
 	start := time.Now()
 	type result struct {
 		out any
@@ -250,13 +250,13 @@ func (a *activation) attempt(ctx context.Context, call *activityCall, n int) (an
 			grace.Stop()
 		case <-grace.C:
 			r = result{err: ctx.Err()}
-			a.hook(HookEvent{Kind: HookActivityAbandoned, Name: call.name, Ref: call.id, Attempt: n, Err: ctx.Err(), Duration: time.Since(start)})
+			a.hookCtx(ctx, HookEvent{Kind: HookActivityAbandoned, Name: call.name, Ref: call.id, Attempt: n, Err: ctx.Err(), Duration: time.Since(start)})
 		}
 	}
 	if r.err != nil && call.timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && isCtxErr(r.err) {
 		r.err = fmt.Errorf("%w after %v: %w", ErrActivityTimeout, call.timeout, r.err)
 	}
-	a.hook(HookEvent{Kind: HookActivityFinished, Name: call.name, Ref: call.id, Attempt: n, Err: r.err, Duration: time.Since(start)})
+	a.hookCtx(ctx, HookEvent{Kind: HookActivityFinished, Name: call.name, Ref: call.id, Attempt: n, Err: r.err, Duration: time.Since(start)})
 	return r.out, r.err
 }
 
@@ -317,6 +317,7 @@ func (a *activation) outcome(o attemptResult) {
 	}
 	ev.Error = ae.marshal()
 	a.record(ev)
+	a.hook(HookEvent{Kind: HookActivityFailed, Name: call.name, Ref: call.id, Attempt: o.n, Err: err})
 	a.apply(c, a.pending.History[len(a.pending.History)-1])
 	a.flush()
 }

@@ -61,10 +61,13 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 }
 
 // checkRegistered checks that def is the definition this node registered under
-// its name (the System runs the registered value, not the one given).
+// its name (the System runs the registered value, not the one given). A
+// client runs nothing, so it may spawn what it has not registered.
 func (s *System) checkRegistered(def Definition) error {
 	got, ok := s.defs[def.Name()]
 	switch {
+	case !ok && s.cfg.Client:
+		return nil
 	case !ok:
 		return fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, def.Name())
 	case got != def:

@@ -143,6 +143,7 @@ func (s *System) rebalance() {
 		// The failed node's activations are fenced from here on (the
 		// epoch moves), so its instances can be taken before the leases
 		// expire; were it only cut off, its next write fails.
+		start := time.Now()
 		if err := s.store.ReleaseLeases(s.ctx, node); err != nil {
 			if s.ctx.Err() == nil {
 				s.log.Warn("taking over the leases of a failed node failed; they will expire", "failed", node, "err", err)
@@ -150,7 +151,8 @@ func (s *System) rebalance() {
 			continue
 		}
 		taken = true
-		s.log.Info("took over the instances of a failed node", "failed", node)
+		s.log.Info("took over the instances of a failed node", "failed", node, "release", time.Since(start))
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Name: node})
 	}
 	s.timers.Reload()
 	scan := gained

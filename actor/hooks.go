@@ -18,20 +18,34 @@ const (
 	// HookInstanceLost: another node took the instance's lease over (this
 	// node was declared failed, or could not renew in time); the
 	// activation here stopped without writing.
-	HookInstanceLost      HookKind = "instance.lost"
+	HookInstanceLost HookKind = "instance.lost"
+	// HookInstanceStopped: the activation ended, whatever the reason (the
+	// instance ended, passivated, was lost or handed over, or the node
+	// stopped). Each activation reports it once, after its last other
+	// event; the instance has no activation on this node until the next
+	// HookInstanceActivated.
+	HookInstanceStopped   HookKind = "instance.stopped"
 	HookInstanceCompleted HookKind = "instance.completed"
 	HookInstanceFailed    HookKind = "instance.failed"
 	HookInstanceCancelled HookKind = "instance.cancelled"
 	HookActivityStarted   HookKind = "activity.started"
 	HookActivityFinished  HookKind = "activity.finished" // Err set if the attempt failed
 	HookActivityRetried   HookKind = "activity.retried"  // Duration is the back-off
+	// HookActivityFailed: the call failed for good (a terminal error, or
+	// its retries ran out); Attempt is the number of attempts made.
+	HookActivityFailed HookKind = "activity.failed"
 	// HookActivityAbandoned: an attempt ignored its context past its timeout
 	// (or a cancel, or shutdown) and was left running; its result is dropped.
 	HookActivityAbandoned  HookKind = "activity.abandoned"
 	HookCompensationFailed HookKind = "compensation.failed" // a saga compensation still failed after its retries
 	HookMessageSent        HookKind = "message.sent"
 	HookMessageConsumed    HookKind = "message.consumed"
-	HookTimerFired         HookKind = "timer.fired"
+	HookTimerFired         HookKind = "timer.fired" // Duration is the lateness: how long after its due time it fired
+	// HookLeaseTakeover: this node took over what another node held. With
+	// Instance set, one instance whose lease, held by node Name, had
+	// expired; with Instance empty, every lease of node Name, which the
+	// cluster declared failed (taken at once, before they expire).
+	HookLeaseTakeover HookKind = "lease.takeover"
 )
 
 // HookEvent is one observation.
@@ -49,9 +63,52 @@ type HookEvent struct {
 
 // Hooks observes a node: metrics, tracing, audit. Observe is called
 // synchronously on the runtime's goroutines, so it must be quick and must
-// not call back into the System.
+// not call back into the System. For activity events ctx is the attempt's
+// context (see ActivityContexter); for the others it is the System's.
 type Hooks interface {
 	Observe(ctx context.Context, e HookEvent)
+}
+
+// ActivityContexter is implemented by Hooks that put values into the
+// context of each activity attempt, such as a tracing span, so that the
+// activity's code (and the services it calls) can see them. ActivityContext
+// is called just before HookActivityStarted with that event; the context it
+// returns is the attempt's context, and the one that the attempt's
+// HookActivityStarted, HookActivityFinished and HookActivityAbandoned
+// events are observed with. It must derive from ctx.
+type ActivityContexter interface {
+	ActivityContext(ctx context.Context, started HookEvent) context.Context
+}
+
+// MultiHooks hands every event to each of hs in order, and each
+// ActivityContexter among them its turn at an activity's context (in the
+// same order), so that a node can have metrics, traces and logs at once.
+// Nil entries are skipped.
+func MultiHooks(hs ...Hooks) Hooks {
+	var m multiHooks
+	for _, h := range hs {
+		if h != nil {
+			m = append(m, h)
+		}
+	}
+	return m
+}
+
+type multiHooks []Hooks
+
+func (m multiHooks) Observe(ctx context.Context, e HookEvent) {
+	for _, h := range m {
+		h.Observe(ctx, e)
+	}
+}
+
+func (m multiHooks) ActivityContext(ctx context.Context, e HookEvent) context.Context {
+	for _, h := range m {
+		if c, ok := h.(ActivityContexter); ok {
+			ctx = c.ActivityContext(ctx, e)
+		}
+	}
+	return ctx
 }
 
 // SlogHooks logs every event at Level (default: Debug) — the default Hooks.
@@ -94,8 +151,30 @@ func (a *activation) hook(e HookEvent) {
 }
 
 func (s *System) hook(e HookEvent) {
+	s.hookCtx(s.ctx, e)
+}
+
+func (s *System) hookCtx(ctx context.Context, e HookEvent) {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	s.cfg.Hooks.Observe(s.ctx, e)
+	s.cfg.Hooks.Observe(ctx, e)
+}
+
+// activityHooks reports an attempt's start: it lets the hooks extend the
+// attempt's context (ActivityContexter) and returns the context to run it
+// with, which its later events are observed with too.
+func (a *activation) activityHooks(ctx context.Context, e HookEvent) context.Context {
+	e.Instance, e.Workflow, e.At = a.id, a.def.Name(), time.Now()
+	if c, ok := a.sys.cfg.Hooks.(ActivityContexter); ok {
+		ctx = c.ActivityContext(ctx, e)
+	}
+	a.sys.hookCtx(ctx, e)
+	return ctx
+}
+
+// hookCtx reports e for this activation's instance, observed with ctx.
+func (a *activation) hookCtx(ctx context.Context, e HookEvent) {
+	e.Instance, e.Workflow = a.id, a.def.Name()
+	a.sys.hookCtx(ctx, e)
 }

@@ -46,17 +46,42 @@ func (c *Context) EmitEvent(id, typ string, data []byte) (string, error) {
 
 // WatchOutbox returns a channel that is signalled (without blocking, so
 // signals may merge) after each commit on this node that added outgoing
-// events: relayers wait on it instead of polling. It is closed by Stop.
+// events: relayers wait on it instead of polling. When the store is shared
+// between processes and implements persistence.OutboxNotifier (PostgreSQL
+// does), it is also signalled when another process commits outgoing
+// events, so that a relayer on a node that emits nothing still relays at
+// once; the first call starts listening. It is closed by Stop.
 func (s *System) WatchOutbox() <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	s.outboxMu.Lock()
+	defer s.outboxMu.Unlock()
 	if s.ctx.Err() != nil {
 		close(ch)
-	} else {
-		s.outboxCh = append(s.outboxCh, ch)
+		return ch
 	}
-	s.outboxMu.Unlock()
+	s.outboxCh = append(s.outboxCh, ch)
+	if n, ok := s.store.(persistence.OutboxNotifier); ok && !s.outboxListening {
+		// Under outboxMu and before Stop's cancel: Stop takes outboxMu
+		// after cancelling, then waits for the background loops.
+		s.outboxListening = true
+		s.goBG(func() { s.forwardOutbox(n) })
+	}
 	return ch
+}
+
+// forwardOutbox passes the store's notifications of other processes'
+// outgoing events on to the WatchOutbox channels, until Stop.
+func (s *System) forwardOutbox(n persistence.OutboxNotifier) {
+	ch, err := n.ListenOutbox(s.ctx)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("cannot listen for other processes' outgoing events; relayers fall back to polling", "err", err)
+		}
+		return
+	}
+	for range ch {
+		s.outboxSignal()
+	}
 }
 
 func (s *System) outboxSignal() {

@@ -82,7 +82,8 @@ type Config struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observes instances, activities, messages and timers. Default:
-	// SlogHooks on Logger at Debug level.
+	// SlogHooks on Logger at Debug level. MultiHooks combines several
+	// (packages metrics and tracing provide Hooks).
 	Hooks Hooks
 	// Cluster spreads instances over the nodes of a cluster (see package
 	// github.com/nornlabs/norn/cluster): each node hosts the instances it
@@ -92,6 +93,20 @@ type Config struct {
 	// lease races, and a dead node's instances wait for its leases to
 	// expire).
 	Cluster Cluster
+	// Client makes the System a client of the store rather than a node: it
+	// runs no instances (no activations, recovery scans, timers or lease
+	// renewals), while Spawn, Send, SendOn, Publish, PublishWith, Cancel,
+	// Await and the read calls (Inspect, List, HistoryPage, ...) work as
+	// usual. The nodes sharing the store run what it spawns and delivers:
+	// a store that notifies across processes (PostgreSQL) wakes them at
+	// once; on SQLite, which has no such notifications, a node in another
+	// process finds the work at its next recovery scan (RecoveryInterval).
+	// In a cluster (Cluster set, as a member that owns nothing) wake-ups go
+	// to the owners. Workflows may be empty: Spawn accepts a definition
+	// that is not registered here, since running it is the nodes' business.
+	// Tools such as the norn command use this to act on a store without the
+	// program's workflows.
+	Client bool
 }
 
 // System is a running node. Create it with Start, end it with Stop.
@@ -122,6 +137,9 @@ type System struct {
 
 	outboxMu sync.Mutex
 	outboxCh []chan struct{} // WatchOutbox subscribers
+	// outboxListening: forwardOutbox runs (under outboxMu).
+	outboxListening bool
+
 	mu       sync.Mutex
 	stopping bool
 	closed   bool // no more calls from outside: Stop has unwound the activations
@@ -291,9 +309,11 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	// A node restarted under the same NodeID holds no activation yet: leases
 	// in its name are left over from its previous life. Free them so that
 	// recovery takes those instances back now (renewing them would keep
-	// them stranded).
-	if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
-		return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
+	// them stranded). A client never holds leases.
+	if !cfg.Client {
+		if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
+			return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
+		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.cluster != nil {
@@ -304,6 +324,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		}
 		s.owned = s.ownedMask()
 		s.goBG(s.rebalanceLoop)
+	}
+	if cfg.Client {
+		return s, nil
 	}
 	s.goBG(func() {
 		if err := svc.Run(s.ctx); err != nil {
@@ -405,8 +428,10 @@ func (s *System) Stop(ctx context.Context) error {
 	s.cancel()
 	s.closeOutboxWatchers()
 	s.bg.Wait()
-	if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
-		err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+	if !s.cfg.Client {
+		if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
+			err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
+		}
 	}
 	if s.cluster != nil {
 		// Only now, with the leases released: the other nodes take this
@@ -482,7 +507,7 @@ func (s *System) renew() {
 		s.mu.Lock()
 		// Still the same live activation, and not giving the lease back
 		// itself meanwhile (passivating, finishing).
-		lost := s.acts[id] == a && !a.passivating && !s.stopping
+		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping
 		s.mu.Unlock()
 		if lost && a.leaseLost() {
 			s.log.Warn("lease taken over by another node; activation stopped", "instance", id)
@@ -632,8 +657,11 @@ func (s *System) wakeFromPeer(ids []string) {
 	}
 }
 
-// owns reports whether this node should host id.
+// owns reports whether this node should host id; a client hosts nothing.
 func (s *System) owns(id string) bool {
+	if s.cfg.Client {
+		return false
+	}
 	return s.cluster == nil || s.cluster.Owner(persistence.BucketOf(id)) == s.cfg.NodeID
 }
 
@@ -672,7 +700,7 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		s.starting[id] = st
 		return nil
 	}
-	if s.stopping || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
+	if s.stopping || s.cfg.Client || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
 		// A stopping node has left the cluster: what it commits meanwhile
 		// (an activation finishing, a Send) wakes the new owners.
 		if s.cluster != nil && from == fromHere {
@@ -803,6 +831,9 @@ func (s *System) load(id string) (*activation, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID {
+		s.hook(HookEvent{Kind: HookLeaseTakeover, Instance: id, Workflow: def.Name(), Name: cur.LeaseOwner})
+	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	return newActivation(s, def, inst, hist), nil
 }
@@ -865,10 +896,14 @@ func (s *System) launch(a *activation) {
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
 	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 }
 
 // ended is called by an activation's goroutine as it exits.
 func (s *System) ended(a *activation, finished bool) {
+	// Reported while a is still registered, so that it comes before the
+	// activated event of the instance's next activation here.
+	a.hook(HookEvent{Kind: HookInstanceStopped})
 	s.mu.Lock()
 	if s.acts[a.id] == a {
 		delete(s.acts, a.id)

@@ -10,6 +10,15 @@ import (
 	"time"
 )
 
+// TestMain lets the test binary be a cluster node of the failover and
+// crosspingpong workloads, as the bench binary is.
+func TestMain(m *testing.M) {
+	if code, ok := nodeRole(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
 // TestWorkloads runs every workload at a tiny size on a temp SQLite file, so
 // that `go test ./...` notices when one stops running. It asserts counts
 // (nothing duplicated, lost or missing; recur: the final run number), never
@@ -20,6 +29,7 @@ func TestWorkloads(t *testing.T) {
 		SleepMin: 20 * time.Millisecond, SleepMax: 100 * time.Millisecond,
 		PassivateAfter: 200 * time.Millisecond,
 		Spawners:       8, Timeout: 30 * time.Second, BaselineBatch: 50,
+		OnVictim: true, KillBefore: 100 * time.Millisecond,
 	}
 	targets, err := parseTargets("sqlite")
 	if err != nil {
@@ -38,10 +48,11 @@ func TestWorkloads(t *testing.T) {
 				t.Errorf("%s: throughput %v", w.name, res.Throughput)
 			}
 			for _, k := range map[string][]string{
-				"queue":   {"dup", "lost", "unknown"},
-				"fanout":  {"missing"},
-				"ingress": {"lost"},
-				"outbox":  {"dup", "lost", "unknown"},
+				"queue":    {"dup", "lost", "unknown"},
+				"fanout":   {"missing"},
+				"ingress":  {"lost"},
+				"outbox":   {"dup", "lost", "unknown"},
+				"failover": {"fired_twice", "lost", "ran_on_killed"},
 			}[w.name] {
 				if v, ok := res.Metrics[k]; !ok || v != 0 {
 					t.Errorf("%s: %s = %v, %v; want 0", w.name, k, v, ok)
@@ -59,6 +70,10 @@ func TestWorkloads(t *testing.T) {
 			case "idle":
 				if res.Metrics["waiting"] != 20 {
 					t.Errorf("idle: %v of 20 instances passivated", res.Metrics["waiting"])
+				}
+			case "failover":
+				if res.Metrics["taken_over"] != 20 {
+					t.Errorf("failover: %v of 20 sleepers on the killed node", res.Metrics["taken_over"])
 				}
 			case "history":
 				if res.Metrics["activation_ms_20"] <= 0 {
@@ -84,7 +99,7 @@ func TestWorkloads(t *testing.T) {
 // TestTimersDueWithin: -due-within has every timer pending at once, and
 // they all fire, none early.
 func TestTimersDueWithin(t *testing.T) {
-	opts := options{K: 50, SleepMin: 3 * time.Second, DueWithin: 300 * time.Millisecond, Spawners: 8, Timeout: 30 * time.Second}
+	opts := options{K: 50, SleepMin: 8 * time.Second, DueWithin: 300 * time.Millisecond, Spawners: 8, Timeout: 30 * time.Second}
 	targets, _ := parseTargets("sqlite")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -44,6 +44,11 @@ type options struct {
 	Timeout            time.Duration // bound of each waiting phase
 	BaselineBatch      int           // rows per transaction of the raw baseline
 	HeapProfile        string        // written where idle/timers measure passivated memory
+	Observe            string        // hooks on while measuring: metrics, tracing, both
+
+	OnVictim   bool          // failover: place every sleeper on the node to kill
+	KillBefore time.Duration // failover: the kill comes this long before the timers are due
+	Lead       time.Duration // failover: spawn → due; 0: 3s + 3ms per sleeper
 }
 
 // size picks the first positive value, else def.
@@ -93,6 +98,13 @@ func (r *runner) logf(format string, args ...any) {
 
 // start opens the target's store and starts a System on it.
 func (r *runner) start(ctx context.Context, cfg actor.Config) (*node, error) {
+	if r.opts.Observe != "" {
+		h, err := observeHooks(r.opts.Observe, cfg.Hooks)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Hooks = h
+	}
 	return startNode(ctx, r.t, cfg)
 }
 
@@ -126,6 +138,11 @@ func workloads() []workload {
 		{"recur", runRecur},
 		{"ingress", runIngress},
 		{"outbox", runOutbox},
+		{"failover", runFailover},
+		{"crosspingpong", runCrossPingPong},
+		{"list", runList},
+		{"cli", runCLI},
+		{"viewer", runViewer},
 		{"history", runHistory},
 	}
 }
@@ -145,22 +162,27 @@ func runOne(ctx context.Context, w workload, opts options, t target, progress io
 	return res
 }
 
-func main() { os.Exit(run()) }
+func main() {
+	if code, ok := nodeRole(); ok {
+		os.Exit(code)
+	}
+	os.Exit(run())
+}
 
 // run is main without os.Exit, so that deferred work (the CPU profile) happens.
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, history, or all")
+	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, cli, viewer, history, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile to this file where idle and timers measure memory after passivation (the last such point wins)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) while running")
-	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), history length (1k, 10k and 100k); also the default of -m and -k")
-	fs.IntVar(&o.M, "m", 0, "messages: pingpong round trips (2000), queue messages (10000), fanout messages (200)")
-	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16)")
+	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000), list and cli instances (100000), viewer history events (10000), history length (1k, 10k and 100k); also the default of -m and -k")
+	fs.IntVar(&o.M, "m", 0, "messages: pingpong and crosspingpong round trips (2000), queue messages (10000), fanout messages (200)")
+	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers; outbox: emit all events before starting the relayer (measures draining)")
 	fs.IntVar(&o.S, "s", 0, "fanout: subscribers (100)")
@@ -173,7 +195,11 @@ func run() int {
 	fs.DurationVar(&o.PassivateAfter, "passivate-after", 0, "Config.PassivateAfter (default: idle 2s, timers second phase 1s, everything else Norn's default of 1m)")
 	fs.IntVar(&o.Spawners, "spawners", 64, "goroutines spawning instances concurrently")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound of each waiting phase (consumption, completion, passivation)")
+	fs.BoolVar(&o.OnVictim, "on-victim", true, "failover: place every sleeper on the node that is killed (false: spread over the three nodes)")
+	fs.DurationVar(&o.KillBefore, "kill-before", 250*time.Millisecond, "failover: kill the node this long before the sleepers' timers are due")
+	fs.DurationVar(&o.Lead, "lead", 0, "failover: time from the first spawn to the timers' due time (default 3s + 3ms per sleeper)")
 	fs.IntVar(&o.BaselineBatch, "baseline-batch", 5000, "chain: rows per transaction of the raw SQLite/PostgreSQL baseline")
+	fs.StringVar(&o.Observe, "observe", "", "run with hooks on: metrics (package metrics), tracing (package tracing, spans through the OpenTelemetry SDK to an exporter that drops them), both")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench -workload NAME [flags]\n\n")
 		fs.PrintDefaults()

@@ -82,6 +82,7 @@ func Handle[In, Out any](eventType string, wf *actor.WorkflowDef[In, Out]) Optio
 type handler struct {
 	sys *actor.System
 	cfg config
+	pub coalescer
 }
 
 // NewHandler returns the HTTP ingress of sys: it takes CloudEvents 1.0 by
@@ -130,7 +131,7 @@ func NewHandler(sys *actor.System, opts ...Option) (http.Handler, error) {
 			}
 		}
 	}
-	return &handler{sys: sys, cfg: cfg}, nil
+	return &handler{sys: sys, cfg: cfg, pub: coalescer{sys: sys}}, nil
 }
 
 // errorBody is the JSON body of a refused request.
@@ -206,7 +207,8 @@ func channelFor(typ string) error {
 }
 
 // commit routes the events (see NewHandler) and commits them: the
-// deliveries in one PublishBatch, then the instances Handle starts.
+// deliveries in one store step (which concurrent requests may share, see
+// coalescer), then the instances Handle starts.
 func (h *handler) commit(ctx context.Context, evs []event.Event) *requestError {
 	var (
 		outs   []actor.Outgoing
@@ -234,7 +236,7 @@ func (h *handler) commit(ctx context.Context, evs []event.Event) *requestError {
 		outs, outIdx = append(outs, m), append(outIdx, i)
 	}
 	if len(outs) > 0 {
-		if _, err := h.sys.PublishBatch(ctx, outs); err != nil {
+		if err := h.pub.publish(ctx, outs); err != nil {
 			index := -1
 			var be *actor.BatchError
 			if errors.As(err, &be) && be.Index >= 0 && be.Index < len(outIdx) {

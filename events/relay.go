@@ -72,13 +72,27 @@ type RelayerConfig struct {
 	MaxAge time.Duration
 	// Wake signals that events may be waiting, so that they are relayed at
 	// once rather than at the next poll: pass the System's WatchOutbox() to
-	// relay what this node emits as soon as it commits. Optional; a closed
-	// channel is ignored from then on (the node stopped; polling goes on).
+	// relay what this node emits as soon as it commits, and, on a store
+	// shared between processes that implements
+	// persistence.OutboxNotifier (PostgreSQL), what other processes emit.
+	// Optional; a closed channel is ignored from then on (the node
+	// stopped; polling goes on). Without it, a relayer whose Store
+	// implements persistence.OutboxNotifier listens to it itself.
 	Wake <-chan struct{}
 	// PollInterval is the safety net that finds events nothing signalled:
-	// those committed by other processes, and retries scheduled by other
-	// relayers. Default 5s, with ±20% jitter; minimum 10ms.
+	// those committed by other processes on a store that cannot notify
+	// (SQLite) or whose notifications were lost, and retries scheduled by
+	// other relayers. Default 5s, with ±20% jitter; minimum 10ms.
 	PollInterval time.Duration
+	// Retention is how long an event whose delivery ended (sent, invalid
+	// or expired) stays in the outbox, visible to ListOutbox, counted from
+	// when it ended; then the relayer deletes it, so that the outbox does
+	// not keep every event ever sent. A relayer prunes at its start and
+	// then every Retention/2 (at most hourly, with jitter); several
+	// relayers sharing a store may all prune it. Default 7 days; negative
+	// keeps ended events forever (prune them yourself, with
+	// persistence.Outbox.PruneOutbox). Pending events are never pruned.
+	Retention time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -90,6 +104,7 @@ const (
 	defaultConcurrency  = 16
 	defaultMaxAge       = 24 * time.Hour
 	defaultPollInterval = 5 * time.Second
+	defaultRetention    = 7 * 24 * time.Hour
 
 	minClaimTTL     = 100 * time.Millisecond
 	minMaxAge       = time.Second
@@ -175,6 +190,7 @@ func NewRelayer(cfg RelayerConfig) (*Relayer, error) {
 	cfg.ClaimTTL = or(cfg.ClaimTTL, defaultClaimTTL)
 	cfg.MaxAge = or(cfg.MaxAge, defaultMaxAge)
 	cfg.PollInterval = or(cfg.PollInterval, defaultPollInterval)
+	cfg.Retention = or(cfg.Retention, defaultRetention)
 	cfg.BatchSize = or(cfg.BatchSize, defaultBatchSize)
 	cfg.Concurrency = or(cfg.Concurrency, defaultConcurrency)
 	if cfg.Logger == nil {
@@ -208,8 +224,9 @@ type claimed struct {
 }
 
 // Run relays events until ctx ends, then gives back the events it claimed
-// but did not send, waits for the sends in flight to end (they are
-// cancelled) and their outcomes to be recorded, and returns nil. It
+// but did not send (without counting an attempt: any relayer may take them
+// at once), waits for the sends in flight to end (they are cancelled, and
+// count as attempts) and their outcomes to be recorded, and returns nil. It
 // returns an error only if the store is closed; a store that fails
 // otherwise is retried. One Relayer runs once at a time; run several
 // Relayers (with different Owners) for more throughput or availability.
@@ -266,10 +283,32 @@ func (l *loop) run() error {
 		l.senders.Go(l.sender)
 	}
 	defer l.shutdown()
+	if l.r.cfg.Retention > 0 {
+		var pruner sync.WaitGroup
+		pctx, cancel := context.WithCancel(l.ctx)
+		pruner.Go(func() { l.r.pruneLoop(pctx) })
+		defer pruner.Wait()
+		defer cancel()
+	}
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	wake := l.r.cfg.Wake
+	if n, ok := l.r.cfg.Store.(persistence.OutboxNotifier); ok && wake == nil {
+		lctx, cancel := context.WithCancel(l.ctx)
+		ch, err := n.ListenOutbox(lctx)
+		if err != nil {
+			cancel()
+			l.r.log.Warn("cannot listen for other processes' outgoing events; polling", "err", err)
+		} else {
+			wake = ch
+			defer func() {
+				cancel()
+				for range ch { // until the listener is gone
+				}
+			}()
+		}
+	}
 	l.want = true // at start: relay whatever is waiting
 	for {
 		l.dispatch()
@@ -355,7 +394,8 @@ func (l *loop) claimed(res claimResult) error {
 // dispatch hands queued events to idle senders.
 func (l *loop) dispatch() {
 	ttl := l.r.cfg.ClaimTTL
-	for l.free > 0 && len(l.queue) > 0 {
+	// Not once stopping: shutdown releases the queue.
+	for l.free > 0 && len(l.queue) > 0 && l.ctx.Err() == nil {
 		c := l.queue[0]
 		l.queue[0] = claimed{}
 		l.queue = l.queue[1:]
@@ -373,6 +413,12 @@ func (l *loop) dispatch() {
 // sender sends events, leaving their outcomes to be recorded aside.
 func (l *loop) sender() {
 	for c := range l.work {
+		if l.ctx.Err() != nil {
+			// Stopping: not sent at all (see also dispatch).
+			l.record(c, time.Time{}, errStopped)
+			l.idle <- struct{}{}
+			continue
+		}
 		created, err := l.r.attempt(l.ctx, c)
 		l.record(c, created, err)
 		l.idle <- struct{}{}
@@ -393,8 +439,14 @@ func (l *loop) shutdown() {
 			l.queue = append(l.queue, claimed{rec: rec, at: res.at})
 		}
 	}
-	for _, c := range l.queue {
-		l.record(c, time.Time{}, errStopped)
+	if len(l.queue) > 0 {
+		// Never sent: given back without counting an attempt, so that
+		// another relayer (or this one, restarted) takes them at once.
+		recs := make([]persistence.OutboxRecord, len(l.queue))
+		for i, c := range l.queue {
+			recs[i] = c.rec
+		}
+		l.r.release(l.ctx, recs, errStopped)
 	}
 	l.queue = nil
 	close(l.work)
@@ -466,10 +518,10 @@ func (r *Relayer) outcome(ctx context.Context, c claimed, created time.Time, err
 	case err == nil:
 		r.finish(ctx, log, rec, persistence.OutboxSent, time.Time{}, nil)
 		return time.Time{}
-	case errors.Is(err, errStopped) || errors.Is(err, errClaimShort):
-		// Never sent: due again at once (for another relayer, or this
-		// one after a restart).
-		r.finish(ctx, log, rec, persistence.OutboxPending, now, err)
+	case errors.Is(err, errClaimShort) || errors.Is(err, errStopped):
+		// Never sent: given back without counting an attempt, due again
+		// at once (for any relayer).
+		r.release(ctx, []persistence.OutboxRecord{rec}, err)
 		return now
 	case ctx.Err() != nil:
 		// Stopping: give the event back at once rather than leave it to
@@ -496,6 +548,66 @@ func (r *Relayer) outcome(ctx context.Context, c claimed, created time.Time, err
 		return time.Time{}
 	}
 	return next
+}
+
+// release gives back claimed events that were never sent, without
+// counting an attempt.
+func (r *Relayer) release(ctx context.Context, recs []persistence.OutboxRecord, why error) {
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.ID
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	n, err := r.outbox.ReleaseOutbox(rctx, r.cfg.Owner, ids)
+	switch {
+	case err != nil:
+		r.log.Warn("claims on unsent events not released; the events are sent once the claims expire", "events", len(ids), "reason", why, "err", err)
+	case n < len(ids):
+		r.log.Warn("some claims on unsent events had run out already", "events", len(ids), "released", n, "reason", why)
+	default:
+		r.log.Debug("claims on unsent events released", "events", n, "reason", why)
+	}
+}
+
+// pruneLoop deletes the events whose delivery ended more than Retention
+// ago, at once and then every Retention/2 (at most hourly), until ctx ends.
+func (r *Relayer) pruneLoop(ctx context.Context) {
+	every := min(max(r.cfg.Retention/2, minPollInterval), time.Hour)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.prune(ctx)
+		t.Reset(jitter(every))
+	}
+}
+
+// prune deletes the events whose delivery ended before now-Retention, in
+// rounds of persistence.DefaultPruneLimit, each its own transaction.
+func (r *Relayer) prune(ctx context.Context) {
+	before := time.Now().Add(-r.cfg.Retention)
+	total := 0
+	for ctx.Err() == nil {
+		n, err := r.outbox.PruneOutbox(ctx, before, persistence.DefaultPruneLimit)
+		total += n
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("pruning ended events failed; trying again later", "err", err)
+			}
+			break
+		}
+		if n < persistence.DefaultPruneLimit {
+			break
+		}
+	}
+	if total > 0 {
+		r.log.Debug("ended events pruned", "events", total, "ended_before", before)
+	}
 }
 
 // send calls the sink, turning a panic into a transient error: one bad

@@ -217,6 +217,8 @@ func (s *sink) waitEntered(t *testing.T, d time.Duration) string {
 
 // countingStore counts ClaimOutbox calls and signals each on claims.
 type countingStore struct {
+	// Store's outbox calls go to ob; it hides whether the store is a
+	// persistence.OutboxNotifier.
 	persistence.Store
 	ob     persistence.Outbox
 	claims chan struct{}
@@ -237,6 +239,14 @@ func (c *countingStore) ClaimOutbox(ctx context.Context, owner string, now time.
 
 func (c *countingStore) FinishOutbox(ctx context.Context, id, owner string, status persistence.OutboxStatus, next time.Time, errText string) error {
 	return c.ob.FinishOutbox(ctx, id, owner, status, next, errText)
+}
+
+func (c *countingStore) ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error) {
+	return c.ob.ReleaseOutbox(ctx, owner, ids)
+}
+
+func (c *countingStore) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
+	return c.ob.PruneOutbox(ctx, before, limit)
 }
 
 func (c *countingStore) ListOutbox(ctx context.Context, status persistence.OutboxStatus, after string, limit int) ([]persistence.OutboxRecord, error) {
@@ -511,6 +521,11 @@ func TestRelayStoppedMidSend(t *testing.T) {
 		if requests, _ := s.counts(id); requests != 0 && id != held {
 			t.Fatalf("%s was sent, but only %s should have been", id, held)
 		}
+		// The send cut short is an attempt; the events never sent were
+		// released without one.
+		if want := map[bool]int{true: 1, false: 0}[id == held]; rec.Attempts != want {
+			t.Fatalf("%s after the stop: %d attempts, want %d", id, rec.Attempts, want)
+		}
 	}
 	startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Owner: "second",
 		ClaimTTL: time.Hour}) // no claim has to expire
@@ -518,6 +533,52 @@ func TestRelayStoppedMidSend(t *testing.T) {
 	for _, id := range ids {
 		waitStatus(t, st, id, persistence.OutboxSent, 10*time.Second)
 	}
+}
+
+// TestRelayPrunesEndedEvents: events whose delivery ended (sent, invalid)
+// are deleted once Retention has passed since they ended; a pending one
+// (failing, retried later) stays. With Retention negative nothing goes.
+func TestRelayPrunesEndedEvents(t *testing.T) {
+	noLeaks(t)
+	st := openSQLite(t)
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(emitFlow)})
+	s := newSink(t, func(id string, n int) int {
+		switch {
+		case strings.HasSuffix(id, "emit:2"):
+			return http.StatusNotFound
+		case strings.HasSuffix(id, "emit:3"):
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	backoff := supervisor.RetryPolicy{Initial: time.Hour, Multiplier: 1} // one failure keeps it pending
+	stop := startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Wake: sys.WatchOutbox(),
+		Backoff: backoff, Retention: -1})
+	ids := emit(t, sys, "kept", emitInput{Count: 3, Type: "com.example.pruned"})
+	waitStatus(t, st, ids[0], persistence.OutboxSent, 10*time.Second)
+	waitStatus(t, st, ids[1], persistence.OutboxInvalid, 10*time.Second)
+	testutil.Eventually(t, 10*time.Second, "a failed attempt at "+ids[2], func() bool { return record(t, st, ids[2]).Attempts == 1 })
+	stop()
+	if recs := listAll(t, st); len(recs) != 3 {
+		t.Fatalf("with Retention < 0, %d events left, want 3", len(recs))
+	}
+
+	startRelayer(t, events.RelayerConfig{Store: st, Sink: s.httpSink(events.Binary), Wake: sys.WatchOutbox(),
+		Backoff: backoff, Retention: 50 * time.Millisecond})
+	testutil.Eventually(t, 10*time.Second, "ended events pruned", func() bool { return len(listAll(t, st)) == 1 })
+	if rec := record(t, st, ids[2]); rec.Status != persistence.OutboxPending {
+		t.Fatalf("the event left is %+v, want %s pending", rec, ids[2])
+	}
+}
+
+// listAll lists every outbox record.
+func listAll(t *testing.T, st persistence.Store) []persistence.OutboxRecord {
+	t.Helper()
+	recs, err := st.(persistence.Outbox).ListOutbox(context.Background(), "", "", 0)
+	if err != nil {
+		t.Fatalf("ListOutbox: %v", err)
+	}
+	return recs
 }
 
 // The child process of TestRelayKilledMidSend: a relayer on the parent's
@@ -822,5 +883,74 @@ func TestHTTPSinkOutcomes(t *testing.T) {
 	err = (&events.HTTPSink{URL: "http://" + addr + "/", Client: client}).Send(context.Background(), e)
 	if err == nil || errors.Is(err, events.ErrPermanent) {
 		t.Fatalf("Send to a closed port = %v, want a transient error", err)
+	}
+}
+
+// TestRelayWokenAcrossProcessesPostgres: two nodes on one PostgreSQL
+// database, as two processes would be. Workflows emit on one node; the
+// relayer runs on the other, which emits nothing, with an hour between
+// polls: only the store's notification of the other node's commits can
+// get the events out promptly.
+func TestRelayWokenAcrossProcessesPostgres(t *testing.T) {
+	noLeaks(t)
+	url := testutil.PostgresURL(t)
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	open := func() *postgres.Store {
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: testutil.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	stA, stB := open(), open()
+	sysA := testutil.StartNode(t, actor.Config{Store: stA, NodeID: "emitter", Workflows: actor.Register(emitFlow)})
+	sysB := testutil.StartNode(t, actor.Config{Store: stB, NodeID: "relayer", Workflows: actor.Register()})
+	s := newSink(t, ok)
+	cs := countClaims(stB)
+	startRelayer(t, events.RelayerConfig{Store: cs, Sink: s.httpSink(events.Binary), Wake: sysB.WatchOutbox(), PollInterval: time.Hour})
+	cs.waitClaims(t, 1, 10*time.Second) // the start-up claim found nothing
+
+	// Each round needs a wake-up of its own (the previous claim found
+	// fewer events than it asked for): at least the later rounds can only
+	// have been woken by a notification of the emitting commit.
+	for i := range 3 {
+		ids := emit(t, sysA, fmt.Sprintf("remote-%d", i), emitInput{Count: 2, Type: "com.example.remote"})
+		s.waitAccepted(t, 10*time.Second, ids...)
+	}
+}
+
+// TestRelayListensWithoutNode: a relayer given no Wake listens to a store
+// that can notify (PostgreSQL) itself, so that it relays what any process
+// emits at once.
+func TestRelayListensWithoutNode(t *testing.T) {
+	noLeaks(t)
+	url := testutil.PostgresURL(t)
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	open := func() *postgres.Store {
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: testutil.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	stA, stB := open(), open()
+	s := newSink(t, ok)
+	startRelayer(t, events.RelayerConfig{Store: stB, Sink: s.httpSink(events.Binary), PollInterval: time.Hour})
+	for i := range 3 {
+		e := event.New()
+		id := fmt.Sprintf("bare-%d", i)
+		e.SetID(id)
+		e.SetType("com.example.bare")
+		e.SetSource("norn://test")
+		data, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stA.Apply(ctx, persistence.Step{Emit: []persistence.OutboxEvent{{ID: id, Type: e.Type(), Data: data}}}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitAccepted(t, 10*time.Second, id)
 	}
 }

@@ -267,12 +267,16 @@ type OutboxRecord struct {
 	// expires, and the event is sent again.
 	Claimer      string
 	ClaimExpires time.Time
+	// Finished is when delivery ended (sent, invalid or expired): what
+	// PruneOutbox goes by. Zero while pending.
+	Finished time.Time
 }
 
 // Limits the Outbox calls use when given none.
 const (
 	DefaultClaimLimit = 100
 	DefaultListLimit  = 1000
+	DefaultPruneLimit = 1000
 )
 
 // Outbox is the relayers' side of the outbox; both drivers implement it.
@@ -292,6 +296,37 @@ type Outbox interface {
 	// (by At, then ID), after the event ID after: the last event of the
 	// previous page, or "" for the first. limit <= 0 means DefaultListLimit.
 	ListOutbox(ctx context.Context, status OutboxStatus, after string, limit int) ([]OutboxRecord, error)
+	// ReleaseOutbox gives back owner's claims on the events ids without
+	// counting an attempt: a relayer that stops, or that cannot send an
+	// event in time, releases what it claimed and did not send, and
+	// another relayer (or itself) may claim those events at once, rather
+	// than when the claims expire. Their Next, Attempts and Error are left
+	// as they were. IDs that owner does not hold (never claimed, claimed
+	// by another, finished, unknown) are skipped. It returns how many
+	// claims it released.
+	ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error)
+	// PruneOutbox deletes events whose delivery ended (sent, invalid or
+	// expired: see OutboxRecord.Finished) before the given time, oldest
+	// first, at most limit of them in one transaction, so that the outbox
+	// does not keep every event ever sent. Pending events are never
+	// deleted. It returns how many went; while that equals limit, more
+	// may be left. limit <= 0 means DefaultPruneLimit.
+	PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// OutboxNotifier is implemented by stores shared between processes, to
+// wake relayers when another process commits a step that emits: a relayer
+// need not poll the store to find those events. The PostgreSQL driver
+// sends the notification in the emitting step's transaction, so that it is
+// delivered when, and only if, the step commits.
+type OutboxNotifier interface {
+	// ListenOutbox returns a channel that is signalled (without blocking,
+	// so signals may merge) after another process committed outgoing
+	// events, and also each time the listener (re)connects, since events
+	// may have been committed unheard meanwhile. The channel is closed
+	// when ctx ends or the store is closed. It fails only if the store is
+	// closed already.
+	ListenOutbox(ctx context.Context) (<-chan struct{}, error)
 }
 
 // StepResult is what a committed step changed beyond itself.
@@ -326,6 +361,54 @@ type ListFilter struct {
 	Workflow string
 	After    string // instance ID to continue after (ordered by ID)
 	Limit    int
+}
+
+// InstanceQuery selects instances for Store.ListInstances. Zero fields do
+// not filter; the filters that are set must all hold.
+type InstanceQuery struct {
+	Workflow string
+	// Statuses: any of these.
+	Statuses []Status
+	// Parent selects the children of one instance.
+	Parent string
+	// CreatedAfter and UpdatedAfter are inclusive bounds, CreatedBefore
+	// and UpdatedBefore exclusive ones; the zero time is no bound.
+	CreatedAfter, CreatedBefore time.Time
+	UpdatedAfter, UpdatedBefore time.Time
+	// Input holds equality conditions on fields of the input, read as
+	// JSON: a key is an object field's name, or a dotted path to a nested
+	// one ("customer.id"); the value matches a JSON string equal to it, or
+	// a number or boolean whose JSON text equals it ("42", "true"). An
+	// input that is not JSON (written with another codec) matches no
+	// condition, and a missing field or JSON null never matches.
+	Input map[string]string
+	// After continues the listing after this position: the Key of the last
+	// instance of the previous page. Nil starts at the newest instance.
+	After *InstanceKey
+	// Limit bounds the page; <= 0 means DefaultQueryLimit, and more than
+	// MaxQueryLimit is read as MaxQueryLimit (a bound on the work of one
+	// call; the actor API's own page limit is lower).
+	Limit int
+}
+
+// InstanceKey is an instance's position in ListInstances' order.
+type InstanceKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Key is the instance's position in ListInstances' order.
+func (in *Instance) Key() InstanceKey { return InstanceKey{CreatedAt: in.CreatedAt, ID: in.ID} }
+
+// Limits of ListInstances pages.
+const (
+	DefaultQueryLimit = 50
+	MaxQueryLimit     = 10000
+)
+
+// Statuses lists every instance status, live ones first.
+func Statuses() []Status {
+	return []Status{StatusRunning, StatusWaiting, StatusCompensating, StatusCompleted, StatusFailed, StatusCancelled}
 }
 
 // ChannelStat summarises one channel.
@@ -384,6 +467,22 @@ type Store interface {
 	History(ctx context.Context, id string, fromSeq int64) ([]Event, error)
 	// List reads instances ordered by ID.
 	List(ctx context.Context, f ListFilter) ([]Instance, error)
+	// ListInstances reads a page of the instances that q selects, newest
+	// first: by CreatedAt, then ID, both descending. The order is on
+	// values that never change, so that paging with q.After neither repeats
+	// nor skips an instance while instances change status between pages
+	// (instances created after the first page are before it, and not
+	// listed). Filters on workflow, statuses, parent and creation time are
+	// answered from indexes, so a page costs the same however many
+	// instances the store holds; the update-time and input filters are
+	// checked on the rows those select, so a page costs more the more
+	// rows they reject.
+	ListInstances(ctx context.Context, q InstanceQuery) ([]Instance, error)
+	// HistoryRange reads up to limit events of an instance's current run,
+	// from seq fromSeq on, in order; limit <= 0 means no limit.
+	HistoryRange(ctx context.Context, id string, fromSeq int64, limit int) ([]Event, error)
+	// Timers lists an instance's pending timers, earliest first.
+	Timers(ctx context.Context, id string) ([]Timer, error)
 	// Runnable lists non-terminal instances of the given buckets that no
 	// live lease covers (by the store's clock, see AcquireLease) and that
 	// need an activation: status running or compensating, or waiting with

@@ -258,6 +258,16 @@ func ValidateOutboxFinish(id, owner string, status OutboxStatus, errText string)
 	return v.err
 }
 
+// ValidateOutboxRelease checks the arguments of Outbox.ReleaseOutbox.
+func ValidateOutboxRelease(owner string, ids []string) error {
+	var v validator
+	v.required("owner", -1, "", owner)
+	for i, id := range ids {
+		v.required("ids", i, "", id)
+	}
+	return v.err
+}
+
 // ValidateOutboxList checks the arguments of Outbox.ListOutbox; an empty
 // status means every status.
 func ValidateOutboxList(status OutboxStatus, after string) error {

@@ -117,6 +117,24 @@ func (s *InterceptStore) ListOutbox(ctx context.Context, status persistence.Outb
 	return ob.ListOutbox(ctx, status, after, limit)
 }
 
+// ReleaseOutbox implements persistence.Outbox.
+func (s *InterceptStore) ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error) {
+	ob, ok := s.Store.(persistence.Outbox)
+	if !ok {
+		return 0, errNoOutbox
+	}
+	return ob.ReleaseOutbox(ctx, owner, ids)
+}
+
+// PruneOutbox implements persistence.Outbox.
+func (s *InterceptStore) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
+	ob, ok := s.Store.(persistence.Outbox)
+	if !ok {
+		return 0, errNoOutbox
+	}
+	return ob.PruneOutbox(ctx, before, limit)
+}
+
 // NotifyStore makes a Store a persistence.Notifier whose notifications the
 // test controls: it forwards the wrapped store's own notifications (if it
 // is a Notifier) unless dropped, and lets the test inject notifications and

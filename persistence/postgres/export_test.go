@@ -5,3 +5,6 @@ import "time"
 // SetClockOffset makes st read the local clock d off, as a host whose clock
 // is skewed would.
 func SetClockOffset(st *Store, d time.Duration) { st.clockOffset.Store(int64(d)) }
+
+// Dialect is the SQL dialect of ListInstances, for the plan tests.
+var Dialect = dialect

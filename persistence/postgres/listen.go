@@ -11,6 +11,8 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
+var _ persistence.OutboxNotifier = (*Store)(nil)
+
 // Notifier is persistence.Notifier, which Store implements: the actor
 // runtime type-asserts its Store to it to hear about work that other
 // processes committed for instances it may host.
@@ -91,6 +93,30 @@ func rescanPayload(origin string) string {
 // seconds so that a silently dead one is noticed. Listen returns ctx.Err()
 // when ctx ends, or persistence.ErrStoreClosed when the store is closed.
 func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
+	return s.listenLoop(ctx, s.channel, "wake-up", func() { fn(nil) }, func(payload string) {
+		var msg wakeMsg
+		if err := json.Unmarshal([]byte(payload), &msg); err != nil {
+			s.opts.Logger.Warn("norn/postgres: malformed wake-up notification", "payload", payload, "err", err)
+			fn(nil)
+			return
+		}
+		switch {
+		case msg.From == s.origin:
+		case msg.Rescan:
+			fn(nil)
+		case len(msg.IDs) > 0:
+			fn(msg.IDs)
+		}
+	})
+}
+
+// listenLoop holds a connection of its own (outside the pool) that LISTENs
+// on channel, and hands each notification's payload to notified, from the
+// calling goroutine, until ctx ends or the store is closed. It calls
+// connected once each LISTEN is in place (the first, and after every
+// reconnect): whatever was notified before went unheard. what names the
+// listener in log lines.
+func (s *Store) listenLoop(ctx context.Context, channel, what string, connected func(), notified func(payload string)) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -113,11 +139,11 @@ func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
 	for {
-		conn, err := s.listenConn(lctx)
+		conn, err := s.listenConn(lctx, channel)
 		if err == nil {
 			backoff = minBackoff
-			fn(nil)
-			err = s.receive(lctx, conn, fn)
+			connected()
+			err = s.receive(lctx, conn, notified)
 			closeCtx, c := context.WithTimeout(context.Background(), time.Second)
 			conn.Close(closeCtx)
 			c()
@@ -125,7 +151,7 @@ func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
 		if lctx.Err() != nil {
 			return done()
 		}
-		s.opts.Logger.Warn("norn/postgres: wake-up listener lost its connection; reconnecting", "server", s.target, "err", err, "retry_in", backoff)
+		s.opts.Logger.Warn("norn/postgres: "+what+" listener lost its connection; reconnecting", "server", s.target, "err", err, "retry_in", backoff)
 		select {
 		case <-lctx.Done():
 			return done()
@@ -136,12 +162,12 @@ func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
 }
 
 // listenConn connects and LISTENs.
-func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.listen.Copy())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		conn.Close(context.Background())
 		return nil, err
 	}
@@ -152,8 +178,9 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 // Listen pings it.
 var listenPing = 30 * time.Second
 
-// receive hands notifications to fn until the connection fails or ctx ends.
-func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func([]string)) error {
+// receive hands the payloads of notifications to fn until the connection
+// fails or ctx ends.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(payload string)) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenPing)
 		n, err := conn.WaitForNotification(wctx)
@@ -171,21 +198,35 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func([]string)) 
 			}
 			continue
 		}
-		var msg wakeMsg
-		if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil {
-			s.opts.Logger.Warn("norn/postgres: malformed wake-up notification", "payload", n.Payload, "err", err)
-			fn(nil)
-			continue
-		}
-		if msg.From == s.origin {
-			continue
-		}
-		if msg.Rescan {
-			fn(nil)
-			continue
-		}
-		if len(msg.IDs) > 0 {
-			fn(msg.IDs)
+		fn(n.Payload)
+	}
+}
+
+// ListenOutbox implements persistence.OutboxNotifier. Steps that emit
+// NOTIFY the store's outbox channel in their own transaction (see runTx),
+// so the notification is delivered at their commit and never for a step
+// that rolled back. A goroutine holds a LISTEN connection of its own, as
+// Listen does, and signals the returned channel for every notification
+// from other Store values (this store's own commits are skipped: its
+// caller knows of them) and at every (re)connect.
+func (s *Store) ListenOutbox(ctx context.Context) (<-chan struct{}, error) {
+	if s.isClosed() {
+		return nil, persistence.ErrStoreClosed
+	}
+	ch := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
 		}
 	}
+	go func() {
+		defer close(ch)
+		_ = s.listenLoop(ctx, s.outboxChannel, "outbox", signal, func(payload string) {
+			if payload != s.origin {
+				signal()
+			}
+		})
+	}()
+	return ch, nil
 }

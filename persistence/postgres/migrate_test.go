@@ -191,3 +191,64 @@ func checkBuckets(t *testing.T, st *postgres.Store, timers int) {
 		t.Fatalf("timers = %d, %v; want %d", got, err, timers)
 	}
 }
+
+// A schema of release 0005 gets migration 0006 even when it already lists
+// as many versions as this build has migrations (here one from a build
+// with a later migration): Open checks for each version, not a count.
+// Events that ended before the migration count as ended at it.
+func TestMigrateOutboxFinished(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	conn, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{`CREATE SCHEMA norn`, `SET search_path TO norn`,
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`}
+	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	sort.Strings(files)
+	for i, f := range files {
+		if filepath.Base(f) >= "0006" {
+			break
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(body), fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, i+1))
+	}
+	stmts = append(stmts,
+		fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, 100+len(files)),
+		`INSERT INTO outbox (id, type, created_at, status, attempts, next_attempt) VALUES ('old-sent', 't', 1, 'sent', 1, 0)`,
+		`INSERT INTO outbox (id, type, created_at, status, attempts, next_attempt) VALUES ('old-pending', 't', 2, 'pending', 0, 2)`)
+	for _, q := range stmts {
+		if _, err := conn.Exec(bg, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	conn.Close(bg)
+
+	before := time.Now().Add(-time.Minute) // the server's clock, which may differ a little
+	st := openURL(t, url, postgres.Options{})
+	recs, err := st.ListOutbox(bg, "", "", 0)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("outbox = %+v, %v", recs, err)
+	}
+	for _, r := range recs {
+		switch r.ID {
+		case "old-sent":
+			if r.Finished.Before(before) || r.Finished.After(time.Now().Add(time.Minute)) {
+				t.Errorf("old sent event finished at %v, want at the migration (about now)", r.Finished)
+			}
+		case "old-pending":
+			if !r.Finished.IsZero() {
+				t.Errorf("old pending event finished at %v", r.Finished)
+			}
+		}
+	}
+	if n, err := st.PruneOutbox(bg, before, 0); err != nil || n != 0 {
+		t.Fatalf("prune before the migration = %d, %v", n, err)
+	}
+	if n, err := st.PruneOutbox(bg, time.Now().Add(time.Hour), 0); err != nil || n != 1 {
+		t.Fatalf("prune after the migration = %d, %v; want 1", n, err)
+	}
+}

@@ -45,7 +45,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, owner string, status persi
 		return err
 	}
 	return s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, sqlFinishOutbox, id, owner, string(status), ns(next), errText)
+		tag, err := s.pool.Exec(ctx, sqlFinishOutbox, id, owner, string(status), ns(next), errText, s.now().UnixNano())
 		if err != nil {
 			return fmt.Errorf("postgres: finish outbox event %s: %w", id, err)
 		}
@@ -68,6 +68,44 @@ func (s *Store) FinishOutbox(ctx context.Context, id, owner string, status persi
 		return fmt.Errorf("%w: outbox event %s claimed by %s until %s", persistence.ErrLeaseHeld, id, claimer,
 			fromNS(expires).Format(time.RFC3339Nano))
 	})
+}
+
+// ReleaseOutbox gives back owner's claims on ids without counting an
+// attempt.
+func (s *Store) ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error) {
+	if err := persistence.ValidateOutboxRelease(owner, ids); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.retry(ctx, func() error {
+		tag, err := s.pool.Exec(ctx, sqlReleaseOutbox, owner, ids)
+		if err != nil {
+			return fmt.Errorf("postgres: release outbox events: %w", err)
+		}
+		n = int(tag.RowsAffected())
+		return nil
+	})
+	return n, err
+}
+
+// PruneOutbox deletes up to limit events whose delivery ended before t.
+func (s *Store) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = persistence.DefaultPruneLimit
+	}
+	var n int
+	err := s.retry(ctx, func() error {
+		tag, err := s.pool.Exec(ctx, sqlPruneOutbox, before.UnixNano(), int64(limit))
+		if err != nil {
+			return fmt.Errorf("postgres: prune outbox: %w", err)
+		}
+		n = int(tag.RowsAffected())
+		return nil
+	})
+	return n, err
 }
 
 // outboxStatuses are the statuses a listing of every status reads.

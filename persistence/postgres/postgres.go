@@ -61,6 +61,9 @@ type Options struct {
 	// Logger receives warnings (a lost listener connection, notifications
 	// that could not be sent). Default slog.Default().
 	Logger *slog.Logger
+	// Commits, if set, learns of every group commit (steps, duration,
+	// failure), for metrics.
+	Commits persistence.CommitObserver
 }
 
 func (o *Options) fill() error {
@@ -110,6 +113,10 @@ type Store struct {
 	// that its own Listen skips them.
 	origin  string
 	channel string // NOTIFY channel
+
+	// outboxChannel is the NOTIFY channel of committed outgoing events
+	// (see ListenOutbox).
+	outboxChannel string
 
 	chanLocks, instLocks int32 // advisory lock spaces, see lockSpace
 
@@ -223,6 +230,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		wake:         make(chan []string, 1024),
 		notifierDone: make(chan struct{}),
 	}
+	s.outboxChannel = opts.Schema + "_outbox"
 	s.closeCtx, s.stop = context.WithCancel(context.Background())
 	go s.notifier()
 	for i := 0; i < opts.Writers; i++ {
@@ -303,9 +311,15 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 		return err
 	}
 	sort.Strings(names)
+	versions := make([]int, len(names))
+	for i, name := range names {
+		if versions[i], err = strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0]); err != nil {
+			return fmt.Errorf("migration %s: bad version: %w", name, err)
+		}
+	}
 	// Look without the lock first: once the schema is up to date, opening
 	// needs neither the lock nor the privilege to create a schema.
-	if upToDate(ctx, conn, schema, len(names)) {
+	if upToDate(ctx, conn, schema, versions) {
 		return nil
 	}
 	tx, err := conn.Begin(ctx)
@@ -332,11 +346,8 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return err
 	}
-	for _, name := range names {
-		v, err := strconv.Atoi(strings.SplitN(path.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: bad version: %w", name, err)
-		}
+	for i, name := range names {
+		v := versions[i]
 		var n int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, v).Scan(&n); err != nil {
 			return err
@@ -426,16 +437,24 @@ func fillBuckets(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// upToDate reports whether schema_migrations already lists want versions.
-func upToDate(ctx context.Context, conn *pgx.Conn, schema string, want int) bool {
+// upToDate reports whether schema_migrations lists every version in want.
+// Not a count of its rows: a database that a build with another set of
+// migrations migrated (one with a later migration but not an earlier one
+// of this build's) may hold as many rows and still miss a version.
+func upToDate(ctx context.Context, conn *pgx.Conn, schema string, want []int) bool {
 	var exists bool
 	err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&exists)
 	if err != nil || !exists {
 		return false
 	}
-	var n int
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&n)
-	return err == nil && n >= want
+	want32 := make([]int32, len(want))
+	for i, v := range want {
+		want32[i] = int32(v)
+	}
+	var missing bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM unnest($1::integer[]) AS w(v) WHERE v NOT IN (SELECT version FROM `+
+		pgx.Identifier{schema, "schema_migrations"}.Sanitize()+`))`, want32).Scan(&missing)
+	return err == nil && !missing
 }
 
 // Close lets the writers finish the steps already queued, stops Listen

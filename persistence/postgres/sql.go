@@ -79,6 +79,7 @@ const (
 	sqlAcquireLease  = "norn_acquire_lease"
 	sqlRenewLeases   = "norn_renew_leases"
 	sqlReleaseLeases = "norn_release_leases"
+	sqlReleaseTurn   = "norn_release_turn"
 	sqlCancel        = "norn_cancel"
 	sqlStatus        = "norn_status"
 	sqlPruneIDs      = "norn_prune_message_ids"
@@ -86,6 +87,8 @@ const (
 	sqlClaimOutbox   = "norn_claim_outbox"
 	sqlFinishOutbox  = "norn_finish_outbox"
 	sqlOutboxClaimer = "norn_outbox_claimer"
+	sqlReleaseOutbox = "norn_release_outbox"
+	sqlPruneOutbox   = "norn_prune_outbox"
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
@@ -260,6 +263,9 @@ var statements = map[string]string{
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
 		WHERE i.id = l.id AND i.lease_owner = $1::text
 		RETURNING i.id`,
+	// $1 lock space, $2 the owner's hash: releasers of one owner's leases
+	// take turns (see ReleaseLeases).
+	sqlReleaseTurn: `SELECT pg_advisory_xact_lock($1::integer, $2::integer)`,
 	// A new epoch fences whoever still runs under a released lease.
 	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
@@ -291,10 +297,22 @@ var statements = map[string]string{
 			FOR UPDATE SKIP LOCKED),
 		u AS (UPDATE outbox o SET claimer = $1::text, claim_expires = $2::bigint FROM c WHERE o.id = c.id RETURNING o.*)
 		SELECT ` + rowcodec.OutboxColumns + ` FROM u ORDER BY next_attempt, id`,
-	// $1 id, $2 owner, $3 status, $4 next attempt, $5 error.
+	// $1 id, $2 owner, $3 status, $4 next attempt, $5 error, $6 now: when
+	// delivery ended, unless it goes on (pending).
 	sqlFinishOutbox: `UPDATE outbox SET status = $3::text, next_attempt = $4::bigint, error = $5::text, attempts = attempts + 1,
-		claimer = NULL, claim_expires = 0 WHERE id = $1::text AND claimer = $2::text`,
+		claimer = NULL, claim_expires = 0, finished_at = CASE WHEN $3::text = 'pending' THEN 0 ELSE $6::bigint END
+		WHERE id = $1::text AND claimer = $2::text`,
 	sqlOutboxClaimer: `SELECT COALESCE(claimer, ''), claim_expires FROM outbox WHERE id = $1::text`,
+	// $1 owner, $2 IDs. Locked in ID order, as the claims of other
+	// relayers lock the rows they take, so that no two deadlock.
+	sqlReleaseOutbox: `UPDATE outbox o SET claimer = NULL, claim_expires = 0
+		FROM (SELECT id FROM outbox WHERE id = ANY($2::text[]) AND claimer = $1::text AND status = 'pending' ORDER BY id FOR UPDATE) l
+		WHERE o.id = l.id AND o.claimer = $1::text`,
+	// $1 before, $2 limit. The oldest ended events, by outbox_finished.
+	// SKIP LOCKED: rows that a concurrent prune holds are left to it.
+	sqlPruneOutbox: `DELETE FROM outbox WHERE id IN (
+		SELECT id FROM outbox WHERE status <> 'pending' AND finished_at < $1::bigint
+		ORDER BY finished_at LIMIT $2::bigint FOR UPDATE SKIP LOCKED)`,
 
 	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,

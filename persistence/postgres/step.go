@@ -357,8 +357,24 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 	if err := persistence.ValidateID("owner", owner); err != nil {
 		return err
 	}
+	// Every survivor of a dead node releases its leases, at about the same
+	// time. Side by side, the later statement would wait for the earlier
+	// one's commit and then, re-checking each row under READ COMMITTED,
+	// lock every row the earlier one released (without changing it) until
+	// it ends, in the way of the nodes taking those instances over. So
+	// releasers of one owner take turns, in a transaction: the later one's
+	// UPDATE starts after the earlier one committed, finds nothing left and
+	// locks nothing.
+	space, key := lockSpace(s.opts.Schema, "release"), lockHash(owner)
 	return s.retry(ctx, func() error {
-		if _, err := s.pool.Exec(ctx, sqlReleaseLeases, owner); err != nil {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlReleaseTurn, space, key); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, sqlReleaseLeases, owner)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("postgres: release leases: %w", err)
 		}
 		return nil

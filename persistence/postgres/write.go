@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -173,6 +174,7 @@ func (s *Store) commit(batch []*writeReq) {
 	sort.SliceStable(batch, func(i, j int) bool { return stepKey(batch[i].step) < stepKey(batch[j].step) })
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
 	defer cancel()
+	start := time.Now()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		err = fmt.Errorf("postgres: connect to %s: %w", s.target, err)
@@ -180,11 +182,14 @@ func (s *Store) commit(batch []*writeReq) {
 			r.err = err
 			close(r.done)
 		}
+		s.observe(len(batch), start, err)
 		return
 	}
 	defer conn.Release()
 	for len(batch) > 0 {
-		s.runTx(ctx, conn, batch)
+		err := s.runTx(ctx, conn, batch)
+		s.observe(len(batch), start, err)
+		start = time.Now()
 		var woken []string
 		again := batch[:0:0]
 		for _, r := range batch {
@@ -208,6 +213,13 @@ func (s *Store) commit(batch []*writeReq) {
 	}
 }
 
+// observe reports one transaction to Options.Commits.
+func (s *Store) observe(steps int, start time.Time, err error) {
+	if s.opts.Commits != nil {
+		s.opts.Commits.ObserveCommit(persistence.CommitInfo{Driver: "postgres", Steps: steps, Duration: time.Since(start), Err: err})
+	}
+}
+
 func stepKey(st persistence.Step) string {
 	if st.Create != nil {
 		return st.Create.ID
@@ -224,8 +236,9 @@ func stepKey(st persistence.Step) string {
 // steps before it stand, and a second pipeline rolls back to the failed
 // step's savepoint, runs whatever decides its outcome (a diagnosis) and goes
 // on with the steps after it. A batch costs one round trip, plus one per
-// failed step.
-func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) {
+// failed step. It returns the error that failed the whole transaction, if
+// one did (steps that failed on their own do not count).
+func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) error {
 	multi := len(batch) > 1
 	var sql int
 	for _, r := range batch {
@@ -234,13 +247,25 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		sql += len(r.ops)
 	}
 	ctl := func(name string) op { return op{label: name, name: name} }
+	// A batch that emits wakes the relayers of other processes with a
+	// NOTIFY in its own transaction: delivered at the commit, and never
+	// for a rollback. Unlike wake-ups (see notifier) it cannot be lost to
+	// a crash after the commit. It is sent in every pipeline of the
+	// transaction, since an emitting step may be before the one a pipeline
+	// resumes at; PostgreSQL folds identical notifications of one
+	// transaction into one. A step that emits and then fails leaves a
+	// needless notification, which costs a relayer one empty claim.
+	notify := false
+	for _, r := range batch {
+		notify = notify || len(r.step.Emit) > 0
+	}
 	pre := []op{ctl(sqlBegin)}
 	if l, ok := batchLocks(batch); ok {
 		pre = append(pre, l)
 	}
 	next := 0
 	if sql == 0 {
-		return // nothing to write: empty steps, or only known duplicates to send
+		return nil // nothing to write: empty steps, or only known duplicates to send
 	}
 	fatal := func(err error) {
 		// Nothing of this transaction commits. Steps whose failure is
@@ -266,6 +291,9 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 				ops = append(ops, ctl(sqlRelease))
 			}
 		}
+		if notify {
+			ops = append(ops, op{label: "notify relayers", name: sqlNotify, args: []any{s.outboxChannel, s.origin}})
+		}
 		ops = append(ops, op{label: "commit", name: sqlCommit, read: readCommit})
 
 		b := &pgx.Batch{}
@@ -284,7 +312,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			failAt, err = len(ops)-1, cerr
 		}
 		if err == nil {
-			return // committed
+			return nil // committed
 		}
 
 		var pe *pgconn.PgError
@@ -297,18 +325,19 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 					r.retry, r.err = true, fmt.Errorf("postgres: %s: %w", o.label, err)
 				}
 			}
-			return
+			return nil
 		}
 		if o.req == nil || o.follow || !errors.As(err, &pe) {
 			// A connection failure, a timeout, or a failed COMMIT: the
 			// transaction is gone, and with it every step's work. (If the
 			// connection broke after COMMIT was sent, the outcome is not
 			// known; the error says so only by being an error.)
-			fatal(fmt.Errorf("postgres: %s: %w", o.label, err))
+			err = fmt.Errorf("postgres: %s: %w", o.label, err)
+			fatal(err)
 			if conn.Conn().PgConn().TxStatus() == 'E' || conn.Conn().PgConn().TxStatus() == 'T' {
 				_, _ = conn.Exec(ctx, sqlRollback)
 			}
-			return
+			return err
 		}
 
 		r := o.req
@@ -376,7 +405,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		if err != nil {
 			r.err, r.retry = fmt.Errorf("postgres: settle failed step: %w", err), false
 		}
-		return
+		return nil
 	}
 }
 

@@ -241,3 +241,70 @@ func checkBuckets(t *testing.T, path string, timers int) {
 		t.Fatalf("timers = %d, %v; want %d", got, err, timers)
 	}
 }
+
+// A database of release 0005 gets migration 0006 even when it already
+// lists as many versions as this build has migrations (here one from a
+// build with a later migration): Open checks for each version, not a
+// count. Events that ended before the migration count as ended at it.
+func TestMigrateOutboxFinished(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`}
+	files, _ := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	sort.Strings(files)
+	for i, f := range files {
+		if filepath.Base(f) >= "0006" {
+			break
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, string(body), fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, i+1))
+	}
+	stmts = append(stmts,
+		fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, 100+len(files)),
+		`INSERT INTO outbox (id, type, created_at, status, attempts, next_attempt) VALUES ('old-sent', 't', 1, 'sent', 1, 0)`,
+		`INSERT INTO outbox (id, type, created_at, status, attempts, next_attempt) VALUES ('old-pending', 't', 2, 'pending', 0, 2)`)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Truncate(time.Second) // the migration reads whole seconds
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.ListOutbox(ctx, "", "", 0)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("outbox = %+v, %v", recs, err)
+	}
+	for _, r := range recs {
+		switch r.ID {
+		case "old-sent":
+			if r.Finished.Before(before) || r.Finished.After(time.Now()) {
+				t.Errorf("old sent event finished at %v, want at the migration (after %v)", r.Finished, before)
+			}
+		case "old-pending":
+			if !r.Finished.IsZero() {
+				t.Errorf("old pending event finished at %v", r.Finished)
+			}
+		}
+	}
+	// Kept for now; pruned once the cut-off passes the migration.
+	if n, err := st.PruneOutbox(ctx, before, 0); err != nil || n != 0 {
+		t.Fatalf("prune before the migration = %d, %v", n, err)
+	}
+	if n, err := st.PruneOutbox(ctx, time.Now().Add(time.Second), 0); err != nil || n != 1 {
+		t.Fatalf("prune after the migration = %d, %v; want 1", n, err)
+	}
+}

@@ -46,6 +46,9 @@ type Options struct {
 	MaxBatch int
 	// Readers is the number of read connections. Default 4.
 	Readers int
+	// Commits, if set, learns of every group commit (steps, duration,
+	// failure), for metrics.
+	Commits persistence.CommitObserver
 }
 
 func (o *Options) fill() error {
@@ -81,6 +84,7 @@ type Store struct {
 
 	st  stmts
 	rst readStmts
+	ob  outboxStmts
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -148,7 +152,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.Readers)
 	r.SetMaxIdleConns(opts.Readers)
 	s := &Store{path: path, opts: opts, w: w, r: r, reqs: make(chan *writeReq, 4096), done: make(chan struct{})}
-	if err := errors.Join(s.st.prepare(ctx, w), s.rst.prepare(ctx, r)); err != nil {
+	if err := errors.Join(s.st.prepare(ctx, w), s.rst.prepare(ctx, r), s.ob.prepare(ctx, w, r)); err != nil {
 		s.w.Close()
 		s.r.Close()
 		return nil, fmt.Errorf("sqlite: prepare %s: %w", path, err)
@@ -160,15 +164,38 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-func upToDate(ctx context.Context, dsn string, want int) bool {
+// upToDate reports whether schema_migrations lists every version in want.
+// Not a count of its rows: a database that a build with another set of
+// migrations migrated (one with a later migration but not an earlier one
+// of this build's) may hold as many rows and still miss a version.
+func upToDate(ctx context.Context, dsn string, want []int) bool {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return false
 	}
 	defer db.Close()
-	var n int
-	err = db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&n)
-	return err == nil && n >= want
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	have := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if rows.Scan(&v) != nil {
+			return false
+		}
+		have[v] = true
+	}
+	if rows.Err() != nil {
+		return false
+	}
+	for _, v := range want {
+		if !have[v] {
+			return false
+		}
+	}
+	return true
 }
 
 // retryBusy retries fn while SQLite reports the database locked. Switching a
@@ -195,9 +222,15 @@ func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 		return err
 	}
 	sort.Strings(names)
+	versions := make([]int, len(names))
+	for i, name := range names {
+		if versions[i], err = strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err != nil {
+			return fmt.Errorf("migration %s: bad version: %w", name, err)
+		}
+	}
 	// Look without taking the write lock first: a busy writer in another
 	// process would keep this opener waiting for nothing.
-	if upToDate(ctx, readDSN, len(names)) {
+	if upToDate(ctx, readDSN, versions) {
 		return nil
 	}
 	// BEGIN IMMEDIATE (the writer DSN's txlock) serialises concurrent
@@ -210,11 +243,8 @@ func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	for _, name := range names {
-		v, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: bad version: %w", name, err)
-		}
+	for i, name := range names {
+		v := versions[i]
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, v).Scan(&n); err != nil {
 			return err
@@ -340,6 +370,7 @@ func (s *Store) Close() error {
 	<-s.done
 	s.st.close()
 	s.rst.close()
+	s.ob.close()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
@@ -393,27 +424,33 @@ func (s *Store) writer() {
 }
 
 func (s *Store) commit(batch []*writeReq) {
-	if !s.commitBatch(batch, false) {
+	start := time.Now()
+	done, err := s.commitBatch(batch, false)
+	if !done {
 		// A simple request failed after writing: redo the batch with a
 		// savepoint around every request.
-		s.commitBatch(batch, true)
+		_, err = s.commitBatch(batch, true)
+	}
+	if s.opts.Commits != nil {
+		s.opts.Commits.ObserveCommit(persistence.CommitInfo{Driver: "sqlite", Steps: len(batch), Duration: time.Since(start), Err: err})
 	}
 }
 
 // commitBatch applies batch in one transaction. Each request runs in its own
 // savepoint unless it is simple (it fails before writing anything) or alone.
 // It returns false, having rolled back and answered nobody, when a simple
-// request failed in an unexpected way.
-func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
+// request failed in an unexpected way; and the error that failed the whole
+// transaction, if one did.
+func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) (bool, error) {
 	ctx := context.Background()
-	finish := func(err error) bool {
+	finish := func(err error) (bool, error) {
 		for _, r := range batch {
 			if err != nil {
 				r.err = err
 			}
 			close(r.done)
 		}
-		return true
+		return true, err
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -426,7 +463,7 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
 			r.err = r.fn(tx)
 			if r.err != nil && !single && !failsBeforeWriting(r.err) {
 				tx.Rollback() //nolint:errcheck // redone with savepoints
-				return false
+				return false, nil
 			}
 			continue
 		}
@@ -451,7 +488,7 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) bool {
 			batch[0].err = errors.Join(batch[0].err, err)
 		}
 		close(batch[0].done)
-		return true
+		return true, nil
 	}
 	if err := tx.Commit(); err != nil {
 		return finish(fmt.Errorf("sqlite: commit: %w", err))

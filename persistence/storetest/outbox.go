@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -421,4 +422,138 @@ func outboxRace(t *testing.T, stores []persistence.Store, events, claimers int) 
 
 func testOutboxRace(t *testing.T, st persistence.Store) {
 	outboxRace(t, []persistence.Store{st}, 200, 8)
+}
+
+// testOutboxRelease: a released claim is given back without counting an
+// attempt, and the event is claimable at once by anyone; only the
+// claimer's own pending claims are released.
+func testOutboxRelease(t *testing.T, st persistence.Store) {
+	ob := outboxOf(t, st)
+	emit(t, st,
+		persistence.OutboxEvent{ID: "a", Type: "t", At: at(0)},
+		persistence.OutboxEvent{ID: "b", Type: "t", At: at(1)},
+		persistence.OutboxEvent{ID: "c", Type: "t", At: at(2)},
+		persistence.OutboxEvent{ID: "d", Type: "t", At: at(3)})
+	if got := recordIDs(claim(t, ob, "r1", at(10), time.Hour, 3)); got != "[a b c]" {
+		t.Fatalf("r1 claimed %s", got)
+	}
+	// b failed once before: its attempt count, error and next attempt stay.
+	finish(t, ob, "b", "r1", persistence.OutboxPending, at(10), "HTTP 503")
+	if got := recordIDs(claim(t, ob, "r2", at(5), time.Hour, 0)); got != "[d]" {
+		t.Fatalf("r2 claimed %s", got)
+	}
+	if got := recordIDs(claim(t, ob, "r1", at(10), time.Hour, 1)); got != "[b]" {
+		t.Fatalf("r1 claimed %s again", got)
+	}
+	// r1 releases its own (a, b), not r2's d, nor c (sent), nor unknown IDs.
+	finish(t, ob, "c", "r1", persistence.OutboxSent, time.Time{}, "")
+	n, err := ob.ReleaseOutbox(ctx(), "r1", []string{"a", "b", "c", "d", "nope"})
+	if err != nil || n != 2 {
+		t.Fatalf("release = %d, %v; want 2", n, err)
+	}
+	for id, want := range map[string]string{"a": "pending 0  ", "b": "pending 1 HTTP 503 ", "c": "sent 1  ", "d": "pending 0  r2"} {
+		r, _ := outboxRecord(t, ob, id)
+		if got := fmt.Sprintf("%s %d %s %s", r.Status, r.Attempts, r.Error, r.Claimer); got != want {
+			t.Errorf("%s after the release: %q, want %q", id, got, want)
+		}
+		if r.Claimer == "" && !r.ClaimExpires.IsZero() {
+			t.Errorf("%s after the release: claim expires %v", id, r.ClaimExpires)
+		}
+	}
+	if r, _ := outboxRecord(t, ob, "b"); !r.Next.Equal(at(10)) {
+		t.Errorf("b's next attempt = %v, want unchanged", r.Next)
+	}
+	// Another relayer takes them at once, well before r1's claims expired.
+	if got := recordIDs(claim(t, ob, "r3", at(11), time.Hour, 0)); got != "[a b]" {
+		t.Fatalf("r3 claimed %s after the release, want [a b]", got)
+	}
+	// r1 no longer holds them; releasing again does nothing.
+	wantErr(t, ob.FinishOutbox(ctx(), "a", "r1", persistence.OutboxSent, time.Time{}, ""), persistence.ErrLeaseHeld)
+	if n, err := ob.ReleaseOutbox(ctx(), "r1", []string{"a", "b"}); err != nil || n != 0 {
+		t.Fatalf("second release = %d, %v; want 0", n, err)
+	}
+	if n, err := ob.ReleaseOutbox(ctx(), "r3", nil); err != nil || n != 0 {
+		t.Fatalf("release of nothing = %d, %v", n, err)
+	}
+	_, err = ob.ReleaseOutbox(ctx(), "", []string{"a"})
+	wantInvalid(t, "release: owner", err, "owner")
+	_, err = ob.ReleaseOutbox(ctx(), "r3", []string{"a", ""})
+	wantInvalid(t, "release: ids", err, "ids[1]")
+	if r, _ := outboxRecord(t, ob, "a"); r.Claimer != "r3" {
+		t.Fatalf("an invalid release changed a: %+v", r)
+	}
+}
+
+// testOutboxPrune: events whose delivery ended (sent, invalid, expired)
+// before the cut-off go, oldest first and at most limit at a time; pending
+// ones stay however old.
+func testOutboxPrune(t *testing.T, st persistence.Store) {
+	ob := outboxOf(t, st)
+	if n, err := ob.PruneOutbox(ctx(), time.Now().Add(time.Hour), 0); err != nil || n != 0 {
+		t.Fatalf("prune of an empty outbox = %d, %v", n, err)
+	}
+	var evs []persistence.OutboxEvent
+	for i := range 8 {
+		evs = append(evs, persistence.OutboxEvent{ID: fmt.Sprintf("p%d", i), Type: "t", At: at(i)})
+	}
+	emit(t, st, evs...)
+	recs := claim(t, ob, "r", at(100), time.Hour, 0)
+	if len(recs) != 8 {
+		t.Fatalf("claimed %s", recordIDs(recs))
+	}
+	// p0–p2 sent, p3 invalid, p4 expired, p5 retried later, p6–p7 claimed.
+	// Each outcome is recorded with a time of its own, read around it.
+	var mid time.Time
+	for i, status := range []persistence.OutboxStatus{persistence.OutboxSent, persistence.OutboxSent, persistence.OutboxSent,
+		persistence.OutboxInvalid, persistence.OutboxExpired, persistence.OutboxPending} {
+		if i == 3 {
+			mid = time.Now()
+			waitClockPast(mid)
+		}
+		finish(t, ob, recs[i].ID, "r", status, at(200), "")
+	}
+	after := time.Now()
+	waitClockPast(after)
+	for _, r := range listOutbox(t, ob, "") {
+		ended := r.Status != persistence.OutboxPending
+		if ended != !r.Finished.IsZero() {
+			t.Fatalf("%s: status %s, finished %v", r.ID, r.Status, r.Finished)
+		}
+		if ended && r.Finished.After(after) {
+			t.Fatalf("%s finished at %v, after the finish returned (%v)", r.ID, r.Finished, after)
+		}
+	}
+	// Before mid: p0–p2 only, in two rounds of at most two.
+	n, err := ob.PruneOutbox(ctx(), mid, 2)
+	if err != nil || n != 2 {
+		t.Fatalf("first prune = %d, %v; want 2", n, err)
+	}
+	n, err = ob.PruneOutbox(ctx(), mid, 2)
+	if err != nil || n != 1 {
+		t.Fatalf("second prune = %d, %v; want 1", n, err)
+	}
+	if got := recordIDs(listOutbox(t, ob, "")); got != "[p3 p4 p5 p6 p7]" {
+		t.Fatalf("after pruning before mid: %s", got)
+	}
+	// Everything that ended: pending events stay, however old, claimed or not.
+	n, err = ob.PruneOutbox(ctx(), time.Now().Add(24*time.Hour), 0)
+	if err != nil || n != 2 {
+		t.Fatalf("third prune = %d, %v; want 2", n, err)
+	}
+	if got := recordIDs(listOutbox(t, ob, "")); got != "[p5 p6 p7]" {
+		t.Fatalf("after pruning all ended events: %s", got)
+	}
+	// A pruned ID is free again: emitting it adds a new event.
+	emit(t, st, persistence.OutboxEvent{ID: "p0", Type: "again", At: at(1000)})
+	if r, ok := outboxRecord(t, ob, "p0"); !ok || r.Type != "again" || r.Status != persistence.OutboxPending {
+		t.Fatalf("p0 emitted after its prune = %+v, %v", r, ok)
+	}
+}
+
+// waitClockPast returns once the clock reads later than t, so that times
+// read before and after it differ on clocks of coarse resolution.
+func waitClockPast(t time.Time) {
+	for !time.Now().After(t) {
+		runtime.Gosched()
+	}
 }

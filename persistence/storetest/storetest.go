@@ -49,11 +49,15 @@ func Run(t *testing.T, open Factory) {
 		{"Buckets", testBuckets},
 		{"BucketsAfterRelease", testBucketsAfterRelease},
 		{"ReleaseFences", testReleaseFences},
+		{"ConcurrentRelease", testConcurrentRelease},
 		{"TimerBuckets", testTimerBuckets},
 		{"CreateLeaseTTL", testCreateLeaseTTL},
 		{"Cancel", testCancel},
 		{"ResetHistory", testReset},
 		{"ListAndStats", testList},
+		{"ListInstances", testListInstances},
+		{"ListWhileChanging", testListWhileChanging},
+		{"HistoryRangeAndTimers", testHistoryRangeAndTimers},
 		{"ConcurrentSteps", testConcurrentSteps},
 		{"CompetingRace", testCompetingRace},
 		{"CompetingQueues", testCompetingQueues},
@@ -68,6 +72,8 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxClaim", testOutboxClaim},
 		{"OutboxList", testOutboxList},
 		{"OutboxRace", testOutboxRace},
+		{"OutboxRelease", testOutboxRelease},
+		{"OutboxPrune", testOutboxPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +96,10 @@ func RunShared(t *testing.T, open SharedFactory) {
 	t.Run("OutboxClaimAcrossStores", func(t *testing.T) {
 		a, b := open(t)
 		outboxRace(t, []persistence.Store{a, b}, 200, 8)
+	})
+	t.Run("ReleaseAcrossStores", func(t *testing.T) {
+		a, b := open(t)
+		concurrentRelease(t, a, b)
 	})
 }
 

@@ -58,19 +58,19 @@ func ScanInstance(row Scanner) (persistence.Instance, error) {
 }
 
 // OutboxColumns is the column list ScanOutbox expects, in order.
-const OutboxColumns = `id, instance, type, data, created_at, status, attempts, next_attempt, error, COALESCE(claimer, ''), claim_expires`
+const OutboxColumns = `id, instance, type, data, created_at, status, attempts, next_attempt, error, COALESCE(claimer, ''), claim_expires, finished_at`
 
 // ScanOutbox reads an outbox row selected with OutboxColumns.
 func ScanOutbox(row Scanner) (persistence.OutboxRecord, error) {
 	var r persistence.OutboxRecord
 	var status string
-	var attempts, created, next, expires int64
-	err := row.Scan(&r.ID, &r.Instance, &r.Type, &r.Data, &created, &status, &attempts, &next, &r.Error, &r.Claimer, &expires)
+	var attempts, created, next, expires, finished int64
+	err := row.Scan(&r.ID, &r.Instance, &r.Type, &r.Data, &created, &status, &attempts, &next, &r.Error, &r.Claimer, &expires, &finished)
 	if err != nil {
 		return r, err
 	}
 	r.Status, r.Attempts = persistence.OutboxStatus(status), int(attempts)
-	r.At, r.Next, r.ClaimExpires = FromNS(created), FromNS(next), FromNS(expires)
+	r.At, r.Next, r.ClaimExpires, r.Finished = FromNS(created), FromNS(next), FromNS(expires), FromNS(finished)
 	return r, nil
 }
 

@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/nornlabs/norn/actor"
+)
+
+// typedJSON is a message given as JSON text and stored under a chosen type
+// name, so that a workflow's Receive[T] for a type with that MessageType
+// takes it.
+type typedJSON struct {
+	data json.RawMessage
+	typ  string
+}
+
+func (m typedJSON) MarshalJSON() ([]byte, error) { return m.data, nil }
+func (m typedJSON) MessageType() string          { return m.typ }
+
+// message is what send and publish put in the store: the JSON as given,
+// without a type name (a Receive of any type takes it), or with --type.
+func message(data []byte, typ string) any {
+	if typ == "" {
+		return data
+	}
+	return typedJSON{data: data, typ: typ}
+}
+
+// readJSON reads a message argument: JSON text, @FILE, or - for stdin.
+func (e *env) readJSON(cmd, arg string) ([]byte, error) {
+	var b []byte
+	switch {
+	case arg == "-":
+		var err error
+		if b, err = io.ReadAll(e.stdin); err != nil {
+			return nil, fmt.Errorf("read message from stdin: %w", err)
+		}
+	case strings.HasPrefix(arg, "@"):
+		var err error
+		if b, err = os.ReadFile(arg[1:]); err != nil {
+			return nil, usagef(cmd, "read message: %v", err)
+		}
+	default:
+		b = []byte(arg)
+	}
+	if !json.Valid(b) {
+		return nil, usagef(cmd, "the message is not valid JSON: %s", preview(b, 80))
+	}
+	return b, nil
+}
+
+// messageFlags are send's and publish's.
+type messageFlags struct {
+	typ, id string
+	meta    kvFlag
+}
+
+func addMessageFlags(fs *flag.FlagSet, meta bool) *messageFlags {
+	f := &messageFlags{}
+	fs.StringVar(&f.typ, "type", "", "the message's type name (what MessageType returns on the Go type a workflow receives); default none, which any Receive takes")
+	fs.StringVar(&f.id, "id", "", "message ID; a retry with the same ID delivers nothing more (default: a fresh random ID)")
+	if meta {
+		fs.Var(&f.meta, "meta", "message metadata `key=value` (repeatable)")
+	}
+	return f
+}
+
+func (f *messageFlags) messageID() string {
+	if f.id != "" {
+		return f.id
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "cli-" + hex.EncodeToString(b[:])
+}
+
+type sentJSON struct {
+	MessageID string `json:"message_id"`
+	Instance  string `json:"instance,omitempty"`
+	Channel   string `json:"channel,omitempty"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+func (e *env) printSent(s sentJSON) error {
+	if e.json {
+		return e.writeJSON(s)
+	}
+	to := s.Instance
+	switch {
+	case s.Instance != "" && s.Channel != "":
+		to = s.Instance + " on channel " + s.Channel
+	case s.Instance == "":
+		to = "channel " + s.Channel
+	}
+	if s.Duplicate {
+		fmt.Fprintf(e.stdout, "not sent: message %s was delivered to %s before\n", s.MessageID, to)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "sent message %s to %s\n", s.MessageID, to)
+	return nil
+}
+
+func sendCommand() *command {
+	return &command{
+		name: "send", synopsis: "ID [CHANNEL] JSON", summary: "send a message to an instance (by PID, or direct on a channel)",
+		help: `JSON is the message as JSON text, @FILE to read it from a file, or - to
+read it from stdin. The command returns once the message is durable.
+Exits 3 if there is no such instance, 1 if it has ended.`,
+		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
+			mf := addMessageFlags(fs, false)
+			return func(args []string) error {
+				var pid, channel, arg string
+				switch len(args) {
+				case 2:
+					pid, arg = args[0], args[1]
+				case 3:
+					pid, channel, arg = args[0], args[1], args[2]
+				default:
+					return usagef("send", "send takes ID [CHANNEL] JSON")
+				}
+				data, err := e.readJSON("send", arg)
+				if err != nil {
+					return err
+				}
+				return e.withClient("send", func(c *client) error {
+					s := sentJSON{MessageID: mf.messageID(), Instance: pid, Channel: channel}
+					opts := []actor.SendOption{actor.WithMessageID(s.MessageID), actor.Duplicate(&s.Duplicate)}
+					if channel == "" {
+						err = c.sys.Send(e.ctx, actor.PID(pid), message(data, mf.typ), opts...)
+					} else {
+						err = c.sys.SendOn(e.ctx, channel, actor.PID(pid), message(data, mf.typ), opts...)
+					}
+					if err != nil {
+						return fmt.Errorf("send to %s: %w", pid, err)
+					}
+					return e.printSent(s)
+				})
+			}
+		},
+	}
+}
+
+func publishCommand() *command {
+	return &command{
+		name: "publish", synopsis: "CHANNEL JSON", summary: "publish a message on a channel",
+		help: `JSON is the message as JSON text, @FILE or - (stdin). Broadcast subscribers
+get a copy each; on a channel without them the message waits in the
+channel's queue for a competing consumer.`,
+		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
+			mf := addMessageFlags(fs, true)
+			return func(args []string) error {
+				if len(args) != 2 {
+					return usagef("publish", "publish takes CHANNEL JSON")
+				}
+				data, err := e.readJSON("publish", args[1])
+				if err != nil {
+					return err
+				}
+				return e.withClient("publish", func(c *client) error {
+					s := sentJSON{MessageID: mf.messageID(), Channel: args[0]}
+					_, err := c.sys.PublishWith(e.ctx, args[0], message(data, mf.typ), mf.meta,
+						actor.WithMessageID(s.MessageID), actor.Duplicate(&s.Duplicate))
+					if err != nil {
+						return fmt.Errorf("publish on %s: %w", args[0], err)
+					}
+					return e.printSent(s)
+				})
+			}
+		},
+	}
+}

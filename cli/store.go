@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/cluster"
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/storeurl"
+)
+
+// storeURL is --store, else $NORN_STORE, checked for a known form.
+func (e *env) resolveStore(cmd string) (string, error) {
+	u := e.storeURL
+	if u == "" {
+		u = e.getenv(StoreEnv)
+	}
+	if u == "" {
+		return "", usagef(cmd, "no store: give --store URL or set %s", StoreEnv)
+	}
+	if scheme, _, ok := strings.Cut(u, "://"); ok {
+		switch scheme {
+		case "sqlite", "postgres", "postgresql":
+		default:
+			return "", usagef(cmd, "store URL %q: unknown scheme %q (want an SQLite path, sqlite:// or postgres://)", u, scheme)
+		}
+	}
+	return u, nil
+}
+
+// sqlitePath is the file of an SQLite store URL; ok is false for others.
+func sqlitePath(u string) (path string, ok bool) {
+	switch {
+	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
+		return "", false
+	case strings.HasPrefix(u, "sqlite://"):
+		path, _, _ = strings.Cut(strings.TrimPrefix(u, "sqlite://"), "?")
+		return path, true
+	}
+	return u, true
+}
+
+// openStore opens the store; create allows a new SQLite file (migrate),
+// otherwise a missing file is an error rather than a fresh empty store.
+func (e *env) openStore(cmd string, create bool) (persistence.Store, string, error) {
+	u, err := e.resolveStore(cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	if path, ok := sqlitePath(u); ok && !create && path != "" {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, "", fmt.Errorf("store %s does not exist (norn migrate creates it)", path)
+		}
+	}
+	st, err := storeurl.Open(e.ctx, u)
+	if err != nil {
+		return nil, "", fmt.Errorf("open store: %w", err)
+	}
+	return st, u, nil
+}
+
+// joinTimeout bounds the start of the client System, which with --seeds
+// joins the cluster.
+const joinTimeout = 30 * time.Second
+
+// client is an open store and a System on it that runs no instances.
+type client struct {
+	store persistence.Store
+	sys   *actor.System
+}
+
+// openClient opens the store and starts a client System on it: it runs
+// no instances (the nodes do), while Send, Cancel and the reads work.
+func (e *env) openClient(cmd string) (*client, error) {
+	st, _, err := e.openStore(cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	cfg := actor.Config{Store: st, Client: true, NodeID: e.nodeID(), Logger: e.log, Codec: e.opts.Codec, Errors: e.opts.Errors}
+	ccfg, err := e.clusterConfig(cmd)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if ccfg != nil {
+		cl, err := cluster.New(*ccfg)
+		if err != nil {
+			st.Close()
+			return nil, usagef(cmd, "%v", err)
+		}
+		cfg.Cluster = cl
+	}
+	// Joining a cluster whose seeds do not answer must not hang.
+	ctx, cancel := context.WithTimeout(e.ctx, joinTimeout)
+	defer cancel()
+	sys, err := actor.Start(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &client{store: st, sys: sys}, nil
+}
+
+// close stops the System and closes the store.
+func (c *client) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(c.sys.Stop(ctx), c.store.Close())
+}
+
+// withClient runs fn with an open client and closes it after.
+func (e *env) withClient(cmd string, fn func(c *client) error) (err error) {
+	c, err := e.openClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := c.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	return fn(c)
+}

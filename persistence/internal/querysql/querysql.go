@@ -1,0 +1,180 @@
+// Package querysql builds the SQL of Store.ListInstances for the SQL
+// drivers, which differ only in placeholders, index hints and how they read
+// a field of a JSON input.
+//
+// Every statement orders by (created_at, id) descending and continues a
+// page with a row-value comparison on those columns, so that it reads its
+// page from one index range whatever the table's size: the plain listing
+// from (created_at, id), a workflow's instances from (workflow, status,
+// created_at, id), a status from (status, created_at, id), a parent's
+// children from (parent, created_at, id). Several statuses (or a workflow
+// without statuses, which stands for all of them) become one branch per
+// status, each reading at most a page from its own index range, merged by
+// an outer ORDER BY: an IN list would make the database read every
+// matching row to sort them.
+//
+//	q, args := querysql.Instances(sqliteDialect, rowcodec.InstanceColumns, query)
+package querysql
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
+)
+
+// Index names, the same in both drivers' migrations.
+const (
+	IndexCreated         = "instances_created"
+	IndexStatusCreated   = "instances_status_created"
+	IndexWorkflowCreated = "instances_workflow_status_created"
+	IndexParentCreated   = "instances_parent_created"
+)
+
+// Dialect is what differs between the drivers.
+type Dialect struct {
+	// Param is the placeholder of the n-th argument, counted from 1.
+	Param func(n int) string
+	// Hint follows the table name to pin the index a branch must use
+	// (SQLite's INDEXED BY), or is nil.
+	Hint func(index string) string
+	// InputMatch is a condition true when the input's field at path
+	// (a placeholder bound to the path, as PathArg made it) equals value
+	// (a placeholder), as persistence.InstanceQuery.Input describes.
+	InputMatch func(path, value string) string
+	// PathArg is the argument bound to a path.
+	PathArg func(path []string) any
+	// Contains is a condition true when the input's bytes contain those
+	// of value (a placeholder bound to them): a cheap test that spares
+	// reading as JSON the inputs that cannot match.
+	Contains func(value string) string
+}
+
+// literal reports whether every JSON encoder in use writes v as it is
+// inside a string or number: printable ASCII that Go's encoding/json (the
+// JSON codec) does not escape. For such a value, an input whose field
+// equals it holds its bytes; for another (a quote, <, non-ASCII, …) the
+// field may hold an escape instead, and only the JSON test decides.
+func literal(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return v != ""
+}
+
+type builder struct {
+	d    Dialect
+	args []any
+}
+
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return b.d.Param(len(b.args))
+}
+
+// Instances builds the statement selecting columns for q, which must be
+// valid (q.Validate).
+func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, []any) {
+	b := &builder{d: d}
+	limit := b.arg(int64(q.PageLimit()))
+	var common []string
+	if !q.CreatedAfter.IsZero() {
+		common = append(common, "created_at >= "+b.arg(rowcodec.NS(q.CreatedAfter)))
+	}
+	// The page position and CreatedBefore are both upper bounds, and
+	// databases bound an index range by one of them only: keep the lower,
+	// which implies the other.
+	switch {
+	case q.After != nil && (q.CreatedBefore.IsZero() || q.After.CreatedAt.Before(q.CreatedBefore)):
+		common = append(common, "(created_at, id) < ("+b.arg(rowcodec.NS(q.After.CreatedAt))+", "+b.arg(q.After.ID)+")")
+	case !q.CreatedBefore.IsZero():
+		common = append(common, "created_at < "+b.arg(rowcodec.NS(q.CreatedBefore)))
+	}
+	if !q.UpdatedAfter.IsZero() {
+		common = append(common, "updated_at >= "+b.arg(rowcodec.NS(q.UpdatedAfter)))
+	}
+	if !q.UpdatedBefore.IsZero() {
+		common = append(common, "updated_at < "+b.arg(rowcodec.NS(q.UpdatedBefore)))
+	}
+	for _, c := range q.InputConditions() {
+		if literal(c.Value) {
+			common = append(common, d.Contains(b.arg([]byte(c.Value))))
+		}
+		common = append(common, d.InputMatch(b.arg(d.PathArg(c.Path)), b.arg(c.Value)))
+	}
+	var statuses []string
+	for _, st := range q.Statuses {
+		if !slices.Contains(statuses, string(st)) {
+			statuses = append(statuses, string(st))
+		}
+	}
+	order := " ORDER BY created_at DESC, id DESC LIMIT " + limit
+	sel := "SELECT * FROM instances"
+	branch := func(index string, conds ...string) string {
+		conds = append(conds, common...)
+		s := sel
+		if d.Hint != nil {
+			s += d.Hint(index)
+		}
+		if len(conds) > 0 {
+			s += " WHERE " + strings.Join(conds, " AND ")
+		}
+		return s + order
+	}
+	var branches []string
+	if q.Parent != "" || len(statuses) == 1 || (q.Workflow == "" && len(statuses) == 0) {
+		sel = "SELECT " + columns + " FROM instances" // one branch: the statement itself
+	}
+	switch {
+	case q.Parent != "":
+		// A parent's children are few: the status and workflow are
+		// checked on them. The literal condition on parent lets SQLite use
+		// the partial index.
+		conds := []string{"parent = " + b.arg(q.Parent), "parent != ''"}
+		if q.Workflow != "" {
+			conds = append(conds, "workflow = "+b.arg(q.Workflow))
+		}
+		if len(statuses) > 0 {
+			ph := make([]string, len(statuses))
+			for i, st := range statuses {
+				ph[i] = b.arg(st)
+			}
+			conds = append(conds, "status IN ("+strings.Join(ph, ", ")+")")
+		}
+		branches = append(branches, branch(IndexParentCreated, conds...))
+	case q.Workflow != "":
+		if len(statuses) == 0 {
+			for _, st := range persistence.Statuses() {
+				statuses = append(statuses, string(st))
+			}
+		}
+		wf := b.arg(q.Workflow)
+		for _, st := range statuses {
+			branches = append(branches, branch(IndexWorkflowCreated, "workflow = "+wf, "status = "+b.arg(st)))
+		}
+	case len(statuses) > 0:
+		for _, st := range statuses {
+			branches = append(branches, branch(IndexStatusCreated, "status = "+b.arg(st)))
+		}
+	default:
+		branches = append(branches, branch(IndexCreated))
+	}
+	if len(branches) == 1 {
+		return branches[0], b.args
+	}
+	var sb strings.Builder
+	sb.WriteString("SELECT " + columns + " FROM (")
+	for i, br := range branches {
+		if i > 0 {
+			sb.WriteString(" UNION ALL ")
+		}
+		sb.WriteString("SELECT * FROM (" + br + ") AS b" + strconv.Itoa(i))
+	}
+	sb.WriteString(") AS page" + order)
+	return sb.String(), b.args
+}

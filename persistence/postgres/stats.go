@@ -1,0 +1,47 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+var _ persistence.StatsReader = (*Store)(nil)
+
+// Stats counts the live instances by workflow and status (through the
+// partial index on live statuses, so ended instances cost nothing), the
+// pending timers and the waiting messages.
+func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
+	var st persistence.Stats
+	rows, _ := s.pool.Query(ctx, sqlStatsInstances)
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.InstanceCount, error) {
+		var c persistence.InstanceCount
+		var status string
+		var n int64
+		err := row.Scan(&c.Workflow, &status, &n)
+		c.Status, c.Count = persistence.Status(status), int(n)
+		return c, err
+	})
+	if err != nil {
+		return st, fmt.Errorf("postgres: stats: %w", err)
+	}
+	st.Instances = counts
+	var timers, mailbox, queued, maxMailbox int64
+	if err := s.pool.QueryRow(ctx, sqlStatsCounts).Scan(&timers, &mailbox, &queued, &maxMailbox); err != nil {
+		return st, fmt.Errorf("postgres: stats: %w", err)
+	}
+	st.Timers, st.Mailbox, st.Queued, st.MaxMailbox = int(timers), int(mailbox), int(queued), int(maxMailbox)
+	return st, nil
+}
+
+const (
+	sqlStatsInstances = `SELECT workflow, status, COUNT(*) FROM instances
+		WHERE status IN ('running', 'waiting', 'compensating') GROUP BY workflow, status ORDER BY workflow, status`
+	sqlStatsCounts = `SELECT (SELECT COUNT(*) FROM timers),
+		(SELECT COUNT(*) FROM messages WHERE target IS NOT NULL),
+		(SELECT COUNT(*) FROM messages WHERE target IS NULL),
+		(SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM messages WHERE target IS NOT NULL GROUP BY target) AS m)`
+)

@@ -1,0 +1,45 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+var _ persistence.StatsReader = (*Store)(nil)
+
+// Stats counts the live instances by workflow and status (through the
+// partial index on live statuses, so ended instances cost nothing), the
+// pending timers and the waiting messages.
+func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
+	var st persistence.Stats
+	rows, err := s.r.QueryContext(ctx, sqlStatsInstances)
+	if err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c persistence.InstanceCount
+		if err := rows.Scan(&c.Workflow, &c.Status, &c.Count); err != nil {
+			return st, fmt.Errorf("sqlite: stats: %w", err)
+		}
+		st.Instances = append(st.Instances, c)
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	if err := s.r.QueryRowContext(ctx, sqlStatsCounts).Scan(&st.Timers, &st.Mailbox, &st.Queued, &st.MaxMailbox); err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	return st, nil
+}
+
+const (
+	sqlStatsInstances = `SELECT workflow, status, COUNT(*) FROM instances
+		WHERE status IN ('running', 'waiting', 'compensating') GROUP BY workflow, status ORDER BY workflow, status`
+	sqlStatsCounts = `SELECT (SELECT COUNT(*) FROM timers),
+		(SELECT COUNT(*) FROM messages WHERE target IS NOT NULL),
+		(SELECT COUNT(*) FROM messages WHERE target IS NULL),
+		(SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM messages WHERE target IS NOT NULL GROUP BY target))`
+)

@@ -1,0 +1,234 @@
+package viewer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+)
+
+// instanceData is the instance page.
+type instanceData struct {
+	pageData
+	Inst       actor.Instance
+	Input      string
+	Output     string
+	Failure    string
+	Flash      string
+	Diagram    template.HTML
+	Head, Tail []item
+	Gap        int64
+	MoreURL    string // next page of the timeline
+	FirstURL   string // back to first and last events
+	Paged      bool   // showing a page after "more"
+	Mailbox    []mailRow
+	MailMore   bool
+	Subs       []actor.Subscription
+	Timers     []timerRow
+	Children   []childRow
+	// ChildrenURL lists all children when the page shows only the first.
+	ChildrenURL string
+	// Types are the message types this instance received or has waiting:
+	// suggestions for the send form.
+	Types     []string
+	ParentURL string
+	Terminal  bool
+}
+
+type mailRow struct {
+	ID, Channel, Sender, SenderURL, Type, Preview, Payload string
+	At                                                     time.Time
+	Queued                                                 bool // in a competing channel's queue
+}
+
+type timerRow struct {
+	ID, What string
+	Due      time.Time
+}
+
+type childRow struct {
+	ID, URL, Workflow string
+	Status            actor.Status
+}
+
+func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if id == "" {
+		id = r.URL.Query().Get("id")
+	}
+	after := int64(-1)
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < -1 {
+			h.errorPage(w, r, http.StatusBadRequest, "Bad parameter", "after must be an event number.")
+			return
+		}
+		after = n
+	}
+	pid := actor.PID(id)
+	inst, err := h.sys.Instance(ctx, pid)
+	if errors.Is(err, actor.ErrNotFound) {
+		h.notFoundInstance(w, r, id)
+		return
+	}
+	if err != nil {
+		h.serverError(w, r, err)
+		return
+	}
+	d := &instanceData{pageData: h.page(id), Inst: inst, Flash: notices[r.URL.Query().Get("done")],
+		Input: pretty(inst.Input), Output: pretty(inst.Output), Terminal: inst.Status.Terminal()}
+	d.Search = id
+	if inst.Failure != nil {
+		d.Failure = inst.Failure.Error()
+	}
+	if inst.Parent != "" {
+		d.ParentURL = h.instanceURL(inst.Parent)
+	}
+	win, err := h.history(ctx, id, inst.HistoryLen, after)
+	if err != nil {
+		h.serverError(w, r, err)
+		return
+	}
+	var start time.Time
+	if len(win.head) > 0 && win.head[0].Seq == 0 {
+		start = win.head[0].At
+	}
+	d.Head = h.timeline(win.head, start)
+	d.Tail = h.timeline(win.tail, start)
+	d.Gap = win.gap
+	d.Paged = after >= 0
+	if win.next >= 0 {
+		d.MoreURL = h.instanceURL(id) + "?after=" + strconv.FormatInt(win.next, 10) + "#timeline"
+	}
+	d.FirstURL = h.instanceURL(id) + "#timeline"
+	if err := h.loadSide(ctx, pid, d); err != nil {
+		h.serverError(w, r, err)
+		return
+	}
+	d.Types = messageTypes(d)
+	d.Diagram = svg(diagramSteps(d.Head, d.Tail, d.Gap, h.waitSteps(d)))
+	h.render(w, r, http.StatusOK, "instance", d)
+}
+
+// waitSteps are the diagram's last boxes: how the instance ended, or what
+// it waits for now.
+func (h *handler) waitSteps(d *instanceData) []step {
+	switch d.Inst.Status {
+	case actor.StatusCompleted:
+		return nil
+	case actor.StatusFailed, actor.StatusCancelled:
+		return nil
+	}
+	if d.Inst.CancelReason != "" {
+		return []step{{Class: "cancel", Text: "cancel requested", Seq: -1, Wait: true}}
+	}
+	var out []step
+	for _, t := range d.Timers {
+		out = append(out, step{Class: "timer", Text: "waits: " + t.What + " " + h.ago(t.Due), Seq: -1, Wait: true})
+	}
+	for _, s := range d.Subs {
+		out = append(out, step{Class: "message", Text: "listens on " + s.Channel + " (" + string(s.Mode) + ")", Seq: -1, Wait: true})
+	}
+	if len(out) == 0 {
+		text := "running"
+		if d.Inst.Status == actor.StatusWaiting {
+			text = "waits for a message"
+		}
+		out = append(out, step{Class: "other", Text: text, Seq: -1, Wait: true})
+	}
+	if n := len(d.Mailbox); n > 0 {
+		text := fmt.Sprintf("%d in the mailbox", n)
+		if d.MailMore {
+			text = fmt.Sprintf("%d+ in the mailbox", n)
+		}
+		out = append(out, step{Class: "message", Text: text, Seq: -1, Wait: true})
+	}
+	return out
+}
+
+// childrenShown bounds the children listed on an instance's page; the list
+// page filtered by parent shows them all.
+const childrenShown = 20
+
+// loadSide reads what the page shows beside the timeline: mailbox,
+// subscriptions, pending timers and children.
+func (h *handler) loadSide(ctx context.Context, pid actor.PID, d *instanceData) error {
+	msgs, err := h.sys.Mailbox(ctx, pid, mailShown+1)
+	if err != nil {
+		return err
+	}
+	if len(msgs) > mailShown {
+		msgs, d.MailMore = msgs[:mailShown], true
+	}
+	for _, m := range msgs {
+		row := mailRow{ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type, At: m.PublishedAt,
+			Preview: short(m.Payload, 60), Payload: pretty(m.Payload), Queued: m.Queued}
+		if m.Sender != "" {
+			row.SenderURL = h.instanceURL(m.Sender)
+		}
+		d.Mailbox = append(d.Mailbox, row)
+	}
+	if d.Subs, err = h.sys.Subscriptions(ctx, pid); err != nil {
+		return err
+	}
+	timers, err := h.sys.Timers(ctx, pid)
+	if err != nil {
+		return err
+	}
+	for _, t := range timers {
+		what := t.Kind
+		switch t.Kind {
+		case actor.TimerSleep:
+			what = "sleep"
+		case actor.TimerReceive:
+			what = "receive timeout"
+		case actor.TimerRetry:
+			what = "next attempt of " + t.Name
+		}
+		d.Timers = append(d.Timers, timerRow{ID: t.ID, What: what, Due: t.Due})
+	}
+	page, err := h.sys.List(ctx, actor.ListQuery{Parent: string(pid), Limit: childrenShown})
+	if err != nil {
+		return err
+	}
+	for _, c := range page.Instances {
+		d.Children = append(d.Children, childRow{ID: c.ID, URL: h.instanceURL(c.ID), Workflow: c.Workflow, Status: c.Status})
+	}
+	if page.Next != "" {
+		d.ChildrenURL = h.listURL(filter{parent: string(pid)}, "")
+	}
+	return nil
+}
+
+// messageTypes lists the message types on the page, sorted, without the
+// system's own (a child's end).
+func messageTypes(d *instanceData) []string {
+	seen := map[string]bool{}
+	add := func(t string) {
+		if t != "" && !strings.HasPrefix(t, "mailbox.") {
+			seen[t] = true
+		}
+	}
+	for _, rows := range [][]item{d.Head, d.Tail} {
+		for _, it := range rows {
+			add(it.MsgType)
+		}
+	}
+	for _, m := range d.Mailbox {
+		add(m.Type)
+	}
+	out := make([]string, 0, len(seen))
+	for t := range seen {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
