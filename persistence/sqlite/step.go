@@ -19,6 +19,7 @@ const terminalSQL = `('completed', 'failed', 'cancelled')`
 type stmts struct {
 	insertInstance *sql.Stmt
 	updateInstance *sql.Stmt
+	appendInstance *sql.Stmt
 	insertEvent    *sql.Stmt
 	deleteMessage  *sql.Stmt
 	insertMessage  *sql.Stmt
@@ -81,6 +82,11 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		restart_log = COALESCE(?13, restart_log),
 		updated_at = ?9
 		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL)
+	// Most steps only append history: setting no indexed column but
+	// updated_at, SQLite then leaves the status and lease indexes alone
+	// (an UPDATE that names a column rewrites every index holding it).
+	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, updated_at = ?2
+		WHERE id = ?3 AND lease_epoch = ?4 AND (?5 < 0 OR history_len = ?5) AND status NOT IN ` + terminalSQL)
 	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
 	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
@@ -113,7 +119,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	closeStmts(st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+	closeStmts(st.insertInstance, st.updateInstance, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox)
 }
@@ -201,8 +207,14 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		if step.RestartLog != nil {
 			restartLog = rowcodec.EncodeTimes(step.RestartLog)
 		}
-		r, err := tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
-			step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog)
+		var r sql.Result
+		var err error
+		if !step.ResetHistory && step.Status == "" && !release && !step.IncRestarts && step.RestartLog == nil {
+			r, err = tx.Stmt(s.st.appendInstance).Exec(len(step.History), now.UnixNano(), id, epoch, expect)
+		} else {
+			r, err = tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
+				step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog)
+		}
 		if err != nil {
 			return fmt.Errorf("sqlite: update instance: %w", err)
 		}
