@@ -29,8 +29,8 @@ type coalescer struct {
 
 	mu      sync.Mutex
 	queue   []*delivery
-	leading bool // a leader is committing
-	arrived chan struct{}
+	leading bool          // a leader is committing
+	arrived chan struct{} // signalled (without blocking) as requests queue
 	target  int           // requests a leader waits for (see gather)
 	commitD time.Duration // how long the last merged step took
 }
@@ -54,9 +54,6 @@ func (c *coalescer) publish(ctx context.Context, outs []actor.Outgoing) error {
 	c.queue = append(c.queue, d)
 	lead := !c.leading
 	c.leading = true
-	if c.arrived == nil {
-		c.arrived = make(chan struct{}, 1)
-	}
 	select {
 	case c.arrived <- struct{}{}:
 	default:

@@ -131,7 +131,7 @@ func NewHandler(sys *actor.System, opts ...Option) (http.Handler, error) {
 			}
 		}
 	}
-	return &handler{sys: sys, cfg: cfg, pub: coalescer{sys: sys}}, nil
+	return &handler{sys: sys, cfg: cfg, pub: coalescer{sys: sys, arrived: make(chan struct{}, 1)}}, nil
 }
 
 // errorBody is the JSON body of a refused request.
