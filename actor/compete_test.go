@@ -116,7 +116,7 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 			ctx := testutil.Ctx(t, 2*time.Minute)
 			var mu sync.Mutex
 			ids := map[string]bool{}
-			var fired atomic.Int64
+			var fired, published atomic.Int64
 			sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(string) {
 				// Every park after a read that found nothing publishes
 				// one message right there, until all are out.
@@ -132,9 +132,12 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 				mu.Lock()
 				ids[id] = true
 				mu.Unlock()
+				published.Add(1)
 			}})
 			pids := spawnConsumers(t, ctx, sys, consumers)
-			testutil.Eventually(t, 30*time.Second, "all messages published", func() bool { return fired.Load() > messages })
+			// Wait for the publishes to return, not only to start: a
+			// consumer may take a message before its publisher records it.
+			testutil.Eventually(t, 30*time.Second, "all messages published", func() bool { return published.Load() == messages })
 			mu.Lock()
 			defer mu.Unlock()
 			consumedOnce(t, sys, pids, ids)
