@@ -140,7 +140,7 @@ type listCase struct {
 // the first page, as one `norn ls` does (without starting the process).
 func runList(ctx context.Context, r *runner) (result, error) {
 	n := size(100000, r.opts.N)
-	res := result{N: fmtInt(int64(n)), Metrics: map[string]float64{}}
+	res := result{N: fmtInt(int64(n)), Unit: "pages/s", Metrics: map[string]float64{}}
 	nd, err := r.start(ctx, actor.Config{Client: true})
 	if err != nil {
 		return res, err
@@ -192,11 +192,16 @@ func runList(ctx context.Context, r *runner) (result, error) {
 	}
 	var firsts []time.Duration
 	var parts []string
+	var timed time.Duration
 	for _, c := range cases {
-		first, deep, depth, err := timeListCase(ctx, nd.sys, c.q)
+		first, deep, depth, total, err := timeListCase(ctx, nd.sys, c.q)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", c.name, err)
 		}
+		if c.name == "all" && total != n {
+			return res, fmt.Errorf("the listing pages through %d instances of %d", total, n)
+		}
+		timed += 5 * (first + deep)
 		firsts = append(firsts, first)
 		res.Metrics[c.name+"_first_ms"] = ms(first)
 		res.Metrics[c.name+"_deep_ms"] = ms(deep)
@@ -206,14 +211,16 @@ func runList(ctx context.Context, r *runner) (result, error) {
 	}
 	slices.Sort(firsts)
 	res.P50, res.P99 = firsts[len(firsts)/2], firsts[len(firsts)-1]
+	res.Throughput = rate(10*len(cases), timed) // roughly: medians stand for their five calls
 	res.Extra = fmt.Sprintf("p50/p99 over the filters' first pages; first/deep page (50) by filter: %s; cold open+first page %.1fms; load %s rows/s",
 		strings.Join(parts, ", "), res.Metrics["cold_first_page_ms"], fmtRate(res.Metrics["load_per_s"]))
 	return res, nil
 }
 
 // timeListCase times the first page of q and a page halfway into what q
-// selects (reached with pages of 1000), each the median of 5 calls.
-func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (first, deep time.Duration, depth int, err error) {
+// selects (reached with pages of 1000), each the median of 5 calls, and
+// counts what q selects.
+func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (first, deep time.Duration, depth, total int, err error) {
 	median := func(q actor.ListQuery) (time.Duration, error) {
 		var ds []time.Duration
 		for range 5 {
@@ -227,16 +234,15 @@ func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (fi
 		return ds[len(ds)/2], nil
 	}
 	if first, err = median(q); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	// Count what q selects (pages of 1000), then walk halfway.
-	total := 0
 	walk := q
 	walk.Limit = 1000
 	for {
 		page, err := sys.List(ctx, walk)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, 0, err
 		}
 		total += len(page.Instances)
 		if page.Next == "" {
@@ -249,7 +255,7 @@ func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (fi
 	for depth < total/2-1000 {
 		page, err := sys.List(ctx, walk)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, 0, err
 		}
 		depth += len(page.Instances)
 		walk.PageToken = page.Next
@@ -257,7 +263,7 @@ func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (fi
 	deepQ := q
 	deepQ.PageToken = walk.PageToken
 	deep, err = median(deepQ)
-	return first, deep, depth, err
+	return first, deep, depth, total, err
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
