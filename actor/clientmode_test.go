@@ -30,10 +30,10 @@ const clientNodeID = "client-mode-node"
 func init() { registerChildRole("client-mode-node", clientModeNode) }
 
 // clientModeNode runs greeter on the store named by the environment until
-// killed. Its recovery scan and passivation are short: an SQLite store does
-// not notify other processes, so a parked activation learns of the client's
-// mail or cancel only once it has passivated and the scan finds the
-// instance runnable again.
+// killed. Its recovery scan and passivation are an hour away, so the only
+// way the client's mail and cancels reach its parked activations is the
+// store's cross-process wake-ups: PostgreSQL's notifications, SQLite's wake
+// requests.
 func clientModeNode() int {
 	ctx := context.Background()
 	var st persistence.Store
@@ -47,7 +47,7 @@ func clientModeNode() int {
 		return childFail("open: %v", err)
 	}
 	_, err = actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(greeter), NodeID: clientNodeID,
-		LeaseTTL: time.Second, RecoveryInterval: 50 * time.Millisecond, PassivateAfter: 100 * time.Millisecond, Logger: testutil.Logger()})
+		LeaseTTL: time.Second, RecoveryInterval: time.Hour, PassivateAfter: time.Hour, Logger: testutil.Logger()})
 	if err != nil {
 		return childFail("start: %v", err)
 	}
@@ -73,6 +73,8 @@ func TestClientModeDrivesNodeInOtherProcess(t *testing.T) {
 	} {
 		t.Run(store.name, func(t *testing.T) {
 			st, env := store.open(t)
+			// The wake-ups are what is under test: if a store loses one, the
+			// test times out instead of the hour-long scan rescuing it.
 			client := testutil.StartNode(t, actor.Config{Store: st, Client: true, NodeID: "the-client"})
 			ctx := testutil.Ctx(t, liveWait)
 

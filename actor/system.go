@@ -99,8 +99,8 @@ type Config struct {
 	// Await and the read calls (Inspect, List, HistoryPage, ...) work as
 	// usual. The nodes sharing the store run what it spawns and delivers:
 	// a store that notifies across processes (PostgreSQL) wakes them at
-	// once; on SQLite, which has no such notifications, a node in another
-	// process finds the work at its next recovery scan (RecoveryInterval).
+	// once; on SQLite the client records wake requests that the nodes poll
+	// for (sqlite.Options.WakePoll, 100ms by default).
 	// In a cluster (Cluster set, as a member that owns nothing) wake-ups go
 	// to the owners. Workflows may be empty: Spawn accepts a definition
 	// that is not registered here, since running it is the nodes' business.
@@ -682,9 +682,32 @@ func (s *System) owns(id string) bool {
 	return s.cluster == nil || s.cluster.Owner(persistence.BucketOf(id)) == s.cfg.NodeID
 }
 
+// requestWake asks the nodes sharing a store that cannot notify other
+// processes (SQLite) to wake ids, for a client System. It waits for the
+// request's commit, so that a command that exits right after a Cancel or
+// Send has handed the wake-up on; if it fails, the nodes find the work at
+// their next recovery scan.
+func (s *System) requestWake(ids []string) {
+	rq, ok := s.store.(persistence.WakeRequester)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if err := rq.RequestWake(ctx, ids); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("could not ask the nodes to wake instances; they find them at their next recovery scan", "instances", len(ids), "err", err)
+	}
+}
+
 // forward sends wake-ups for instances owned elsewhere to their owners.
 func (s *System) forward(ids []string) {
-	if s.cluster == nil || len(ids) == 0 {
+	if len(ids) == 0 {
+		return
+	}
+	if s.cluster == nil {
+		if s.cfg.Client {
+			s.requestWake(ids)
+		}
 		return
 	}
 	byOwner := map[string][]string{}
@@ -720,7 +743,9 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 	if s.stopping || s.cfg.Client || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
 		// A stopping node has left the cluster: what it commits meanwhile
 		// (an activation finishing, a Send) wakes the new owners.
-		if s.cluster != nil && from == fromHere {
+		// A client hands its own wake-ups on too: to the owners in a
+		// cluster, else to the store's wake requests (forward).
+		if (s.cluster != nil || s.cfg.Client) && from == fromHere {
 			return []string{id}
 		}
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -74,6 +75,10 @@ func TestWorkloads(t *testing.T) {
 				if res.Metrics["taken_over"] != 20 {
 					t.Errorf("failover: %v of 20 sleepers on the killed node", res.Metrics["taken_over"])
 				}
+			case "history":
+				if res.Metrics["activation_ms_20"] <= 0 {
+					t.Errorf("history: no activation time for 20 events (%s)", res.Extra)
+				}
 			case "recur":
 				if res.Metrics["run"] != 20 || res.Metrics["history_len"] > 3 {
 					t.Errorf("recur: final run %v with %v history events; want run 20, at most 3 events",
@@ -89,6 +94,44 @@ func TestWorkloads(t *testing.T) {
 		t.Errorf("table has %d lines for %d results:\n%s", got, len(results), b.String())
 	}
 	t.Logf("\n%s", b.String())
+}
+
+// TestTimersDueWithin: -due-within has every timer pending at once, and
+// they all fire, none early.
+func TestTimersDueWithin(t *testing.T) {
+	opts := options{K: 50, SleepMin: 8 * time.Second, DueWithin: 300 * time.Millisecond, Spawners: 8, Timeout: 30 * time.Second}
+	targets, _ := parseTargets("sqlite")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := runOne(ctx, workload{"timers", runTimers}, opts, targets[0], nil)
+	if res.Err != nil {
+		t.Fatalf("%v (%s)", res.Err, res.Extra)
+	}
+	if res.Throughput <= 0 || !strings.Contains(res.Extra, "pending at once") {
+		t.Fatalf("throughput %v, extra %q", res.Throughput, res.Extra)
+	}
+}
+
+// TestCompare: -compare measures a raw baseline beside a run that has none
+// and prints each store's ratio to the first.
+func TestCompare(t *testing.T) {
+	targets, _ := parseTargets("sqlite")
+	rs := []result{
+		{Workload: "queue", Store: "a", Throughput: 100, Unit: "msg/s", P50: time.Millisecond, Metrics: map[string]float64{}},
+		{Workload: "queue", Store: "b", Throughput: 200, Unit: "msg/s", P50: 3 * time.Millisecond,
+			Metrics: map[string]float64{"baseline_rows_per_s": 1000}},
+	}
+	withBaseline(context.Background(), &rs[0], targets[0], 5000, io.Discard)
+	if rs[0].Metrics["baseline_rows_per_s"] <= 0 {
+		t.Fatalf("no baseline measured: %v", rs[0].Metrics)
+	}
+	var b bytes.Buffer
+	printCompare(&b, rs)
+	for _, want := range []string{"| queue | b | 200 msg/s | 1,000 | 200.00 | 2.00× |", "| 3.00× |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("compare table lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 func TestParseTargets(t *testing.T) {

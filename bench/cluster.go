@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,16 +86,35 @@ func nodeRole() (int, bool) {
 	return 0, true
 }
 
-// nodeLogEnv sets the nodes' log level (debug, info; default warn); with
-// it set, the runner also copies the nodes' logs to its stderr.
+// nodeLogEnv sets the nodes' log level (debug, info; default info, kept
+// by the runner for error messages and the take-over times); with it set,
+// the runner also copies the nodes' logs to its stderr.
 const nodeLogEnv = "NORN_BENCH_NODE_LOG"
 
 func nodeLogLevel() slog.Level {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(os.Getenv(nodeLogEnv))); err != nil {
-		return slog.LevelWarn
+		return slog.LevelInfo
 	}
 	return l
+}
+
+// takeOverLog matches a node's log line for the release of a failed
+// node's leases, and its duration.
+var takeOverLog = regexp.MustCompile(`msg="took over the instances of a failed node".* release=(\S+)`)
+
+// releaseTimes are how long each node's release of a failed node's leases
+// took, from the nodes' logs (none if the log format changed).
+func (c *benchCluster) releaseTimes() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, p := range c.procs {
+		for _, m := range takeOverLog.FindAllStringSubmatch(p.stderr.String(), -1) {
+			if d, err := time.ParseDuration(m[1]); err == nil {
+				out[name] = d
+			}
+		}
+	}
+	return out
 }
 
 // nodeProc is a node process as the runner sees it.
@@ -367,6 +387,26 @@ func (c *benchCluster) count(what string) map[string]int {
 		}
 	}
 	return out
+}
+
+// logWarnings copies the nodes' warnings and errors so far (a take-over
+// that failed, a node that did not trust its view of the others) to the
+// progress log, at most a few per node, and returns how many there were.
+func (c *benchCluster) logWarnings() int {
+	total := 0
+	for _, name := range c.order {
+		n := 0
+		for _, l := range strings.Split(c.procs[name].stderr.String(), "\n") {
+			if !strings.Contains(l, "level=WARN") && !strings.Contains(l, "level=ERROR") {
+				continue
+			}
+			if n++; n <= 5 {
+				c.logf("%s: %s", name, l)
+			}
+		}
+		total += n
+	}
+	return total
 }
 
 // close ends the client, stops the nodes gracefully (in reverse order) and

@@ -86,6 +86,7 @@ func runCrossPingPong(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
+	res.Metrics["node_warnings"] = float64(c.logWarnings())
 	l := summarize(rtts)
 	res.Throughput, res.P50, res.P99, res.Wall = rate(2*m*pairs, wall), l.P50, l.P99, wall
 	res.Metrics["round_trips_per_s"] = rate(m*pairs, wall)

@@ -118,6 +118,7 @@ func runFailover(ctx context.Context, r *runner) (result, error) {
 	}
 	c.mu.Unlock()
 	hookFires := c.count("fired")
+	res.Metrics["node_warnings"] = float64(c.logWarnings())
 
 	var lat, late []time.Duration
 	twice, lost, onDead, extraHooks := 0, 0, 0, 0
@@ -160,6 +161,19 @@ func runFailover(ctx context.Context, r *runner) (result, error) {
 	res.Metrics["kill_to_first_fired_ms"] = float64(first) / float64(time.Millisecond)
 	res.Extra = fmt.Sprintf("kill→fired p50/p99, first %s, max %s, of %d on the killed node (due %s after the kill); lateness p99 %s; fired twice %d, lost %d",
 		fmtDur(first), fmtDur(l.Max), count(onVictim), r.opts.KillBefore, fmtDur(lt.P99), twice, lost)
+	if rel := c.releaseTimes(); len(rel) > 0 {
+		var names []string
+		for name := range rel {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var parts []string
+		for _, name := range names {
+			parts = append(parts, fmt.Sprintf("%s %s", name, fmtDur(rel[name])))
+			res.Metrics["release_ms_"+name] = float64(rel[name]) / float64(time.Millisecond)
+		}
+		res.Extra += "; release of its leases: " + strings.Join(parts, ", ")
+	}
 	if extraHooks > 0 {
 		res.Extra += fmt.Sprintf("; %d fire attempts fenced", extraHooks)
 	}

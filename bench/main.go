@@ -37,6 +37,7 @@ type options struct {
 	Pending    int  // timers second phase: instances sleeping an hour (0 skips)
 
 	SleepMin, SleepMax time.Duration // timers sleep range
+	DueWithin          time.Duration // timers: all due within this window, -sleep-min after the start
 	PassivateAfter     time.Duration // Config.PassivateAfter; 0: the workload's choice
 	Spawners           int           // goroutines spawning instances
 	Clients            int           // ingress: concurrent HTTP clients
@@ -142,6 +143,7 @@ func workloads() []workload {
 		{"list", runList},
 		{"cli", runCLI},
 		{"viewer", runViewer},
+		{"history", runHistory},
 	}
 }
 
@@ -171,14 +173,14 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, cli, viewer, or all")
+	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, cli, viewer, history, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile to this file where idle and timers measure memory after passivation (the last such point wins)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) while running")
-	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000), list and cli instances (100000), viewer history events (10000); also the default of -m and -k")
+	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000), list and cli instances (100000), viewer history events (10000), history length (1k, 10k and 100k); also the default of -m and -k")
 	fs.IntVar(&o.M, "m", 0, "messages: pingpong and crosspingpong round trips (2000), queue messages (10000), fanout messages (200)")
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
@@ -189,6 +191,7 @@ func run() int {
 	fs.IntVar(&o.Pending, "pending", 100000, "timers: instances sleeping an hour in the second phase (0 skips it)")
 	fs.DurationVar(&o.SleepMin, "sleep-min", time.Second, "timers: shortest sleep")
 	fs.DurationVar(&o.SleepMax, "sleep-max", 5*time.Second, "timers: longest sleep")
+	fs.DurationVar(&o.DueWithin, "due-within", 0, "timers: spawn every sleeper first and have all their timers come due spread over this window, opening -sleep-min after the start (e.g. -k 100000 -sleep-min 2m -due-within 1m); replaces -sleep-max")
 	fs.DurationVar(&o.PassivateAfter, "passivate-after", 0, "Config.PassivateAfter (default: idle 2s, timers second phase 1s, everything else Norn's default of 1m)")
 	fs.IntVar(&o.Spawners, "spawners", 64, "goroutines spawning instances concurrently")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound of each waiting phase (consumption, completion, passivation)")
@@ -221,7 +224,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	if o.SleepMin <= 0 || o.SleepMax < o.SleepMin {
+	if o.SleepMin <= 0 || (o.SleepMax < o.SleepMin && o.DueWithin <= 0) {
 		fmt.Fprintln(os.Stderr, "bench: want 0 < -sleep-min <= -sleep-max")
 		return 2
 	}

@@ -15,6 +15,7 @@ import (
 type sleepInput struct {
 	Index int
 	D     time.Duration
+	Until time.Time // instead of D: an absolute due time (-due-within)
 }
 
 // timerSide is the benchmark-only side channel of the timers workload (see
@@ -36,6 +37,9 @@ func newTimerSide(n int) *timerSide {
 func sleeperWorkflow(side *timerSide) *actor.WorkflowDef[sleepInput, int] {
 	return actor.Workflow("sleeper", func(ctx *actor.Context, in sleepInput) (int, error) {
 		due := ctx.Now().Add(in.D)
+		if !in.Until.IsZero() {
+			due = in.Until
+		}
 		if !side.parked.flags[in.Index].Load() {
 			side.due[in.Index] = due
 			side.parked.mark(in.Index)
@@ -69,19 +73,37 @@ func runTimers(ctx context.Context, r *runner) (result, error) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	durs := make([]time.Duration, k)
 	for i := range durs {
-		durs[i] = r.opts.SleepMin + time.Duration(rng.Int64N(int64(r.opts.SleepMax-r.opts.SleepMin)+1))
+		durs[i] = r.opts.SleepMin + time.Duration(rng.Int64N(max(int64(r.opts.SleepMax-r.opts.SleepMin), 0)+1))
 	}
-	r.logf("spawning %d sleepers (%s–%s)", k, r.opts.SleepMin, r.opts.SleepMax)
+	// -due-within: every timer is pending at once, due in one window that
+	// opens -sleep-min after the start (the spawning must end before).
+	t0 := time.Now()
+	window := r.opts.DueWithin
+	if window > 0 {
+		r.logf("spawning %d sleepers due within %s from %s after the start", k, window, r.opts.SleepMin)
+	} else {
+		r.logf("spawning %d sleepers (%s–%s)", k, r.opts.SleepMin, r.opts.SleepMax)
+	}
 	pids := make([]actor.PID, k)
 	err = parallel(ctx, k, r.opts.Spawners, func(ctx context.Context, i int) error {
+		in := sleepInput{Index: i, D: durs[i]}
+		if window > 0 {
+			in.Until = t0.Add(r.opts.SleepMin + time.Duration(int64(window)*int64(i)/int64(k)))
+		}
 		var err error
-		pids[i], err = actor.Spawn(ctx, nd.sys, wf, sleepInput{Index: i, D: durs[i]})
+		pids[i], err = actor.Spawn(ctx, nd.sys, wf, in)
 		return err
 	})
 	if err != nil {
 		return res, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.opts.SleepMax+r.opts.Timeout)
+	if window > 0 {
+		if spent := time.Since(t0); spent > r.opts.SleepMin {
+			return res, fmt.Errorf("spawning took %s, longer than -sleep-min %s: the first timers were due before their sleep began", spent.Round(time.Millisecond), r.opts.SleepMin)
+		}
+		r.logf("all %d spawned after %s; the timers come due from %s on", k, time.Since(t0).Round(time.Millisecond), r.opts.SleepMin)
+	}
+	wctx, cancel := context.WithTimeout(ctx, max(r.opts.SleepMax, r.opts.SleepMin+window)+r.opts.Timeout)
 	defer cancel()
 	if err := side.fired.wait(wctx); err != nil {
 		return res, fmt.Errorf("timers firing: %w", err)
@@ -118,6 +140,9 @@ func runTimers(ctx context.Context, r *runner) (result, error) {
 	res.Metrics["late_max_ms"] = float64(l.Max) / float64(time.Millisecond)
 	res.Metrics["early"] = float64(early)
 	res.Extra = fmt.Sprintf("lateness; max %s", fmtDur(l.Max))
+	if window > 0 {
+		res.Extra = fmt.Sprintf("lateness, all %s pending at once, due within %s; max %s", fmtInt(int64(k)), window, fmtDur(l.Max))
+	}
 	if early > 0 {
 		return res, fmt.Errorf("%d timers fired early (min lateness %s)", early, slices.Min(late))
 	}

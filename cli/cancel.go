@@ -9,11 +9,12 @@ import (
 	"github.com/nornlabs/norn/actor"
 )
 
-// listPageSize is how many instances bulk operations read per page.
-const listPageSize = 500
+// listPageSize is how many instances bulk operations read per page (the
+// most List gives).
+const listPageSize = 1000
 
-// selectIDs is the instances a bulk command acts on: the IDs given, or
-// every instance the filters select (all pages).
+// selectIDs is the IDs of every instance q selects, all pages, read before
+// a bulk command acts on any: acting changes what q would select.
 func (e *env) selectIDs(c *client, q actor.ListQuery) ([]string, error) {
 	q.Limit = listPageSize
 	var ids []string

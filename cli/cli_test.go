@@ -1,8 +1,13 @@
 package cli_test
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -63,6 +68,9 @@ func commands(t *testing.T, url string) {
 		page = lsJSON(t, env, "--workflow", "order", "--limit", "2", "--page", page.Next)
 		if len(page.Instances) != 2 || page.Instances[0].ID != "order-2" || page.Next != "" {
 			t.Fatalf("second page: %+v, next %q", page.Instances, page.Next)
+		}
+		if all := lsJSON(t, env, "--workflow", "order", "--limit", "1", "--all"); len(all.Instances) != 4 || all.Next != "" {
+			t.Errorf("ls --all --limit 1: %d instances, next %q", len(all.Instances), all.Next)
 		}
 		if r := norn(t, env, "ls", "--page", "garbage!"); r.code != cli.ExitUsage {
 			t.Errorf("ls with a bad page token: exit %d, stderr %q", r.code, r.stderr)
@@ -238,12 +246,17 @@ func commands(t *testing.T, url string) {
 		if err := json.Unmarshal([]byte(r.stdout), &sent); err != nil || sent.Channel != "jobs" || sent.MessageID == "" {
 			t.Fatalf("publish --json: %q %v", r.stdout, err)
 		}
+		file := filepath.Join(t.TempDir(), "job.json")
+		if err := os.WriteFile(file, []byte(`{"job": 9}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		norn(t, env, "publish", "jobs", "@"+file).ok(t)
 		stats, err := st.ChannelStats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(stats, func(c persistence.ChannelStat) bool { return c.Channel == "jobs" })
-		if i < 0 || stats[i].Waiting != 2 {
+		if i < 0 || stats[i].Waiting != 3 {
 			t.Errorf("jobs after publish: %+v", stats)
 		}
 	})
@@ -365,7 +378,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad time", env, []string{"ls", "--since", "yesterday"}, cli.ExitUsage, "--since"},
 		{"bulk cancel without filters", env, []string{"cancel"}, cli.ExitUsage, "give instance IDs"},
 		{"no store", nil, []string{"ls"}, cli.ExitUsage, "no store"},
-		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown scheme "mysql"`},
+		{"bad store scheme", nil, []string{"ls", "--store", "mysql://db/x"}, cli.ExitUsage, `unknown store scheme "mysql"`},
 		{"missing store file", nil, []string{"ls", "--store", filepath.Join(t.TempDir(), "none.db")}, cli.ExitFailure, "does not exist"},
 		{"unreachable store", nil, []string{"ls", "--store", "postgres://norn@127.0.0.1:1/db?connect_timeout=5&sslmode=disable"}, cli.ExitFailure, "open store"},
 		{"replay without workflows", env, []string{"replay"}, cli.ExitUsage, "no workflow code"},
@@ -552,11 +565,11 @@ func TestProgressBar(t *testing.T) {
 	}
 }
 
-// TestClusterWake cancels an instance parked on a cluster node that shares
-// an SQLite file with the command. SQLite tells no other process of a
-// commit, and the node holds the instance's lease, so its scans skip it:
-// only the wake-up that the command sends as a client member (--seeds)
-// makes the node act on the cancel while the instance sleeps for an hour.
+// TestClusterWake cancels instances parked on a cluster node that shares
+// an SQLite file with the command. The node holds their leases and sleeps
+// for an hour, so its scans skip them: only a wake-up makes it act on the
+// cancel, either the one the command sends as a client member (--seeds) or
+// the wake request it leaves in the file without --seeds.
 func TestClusterWake(t *testing.T) {
 	url := filepath.Join(t.TempDir(), "norn.db")
 	norn(t, nil, "migrate", "--store", url).ok(t)
@@ -566,21 +579,154 @@ func TestClusterWake(t *testing.T) {
 	ctx := testutil.Ctx(t, time.Minute)
 	st := testutil.OpenSQLite(t, url)
 	sys := testutil.StartNode(t, actor.Config{Store: st, Client: true})
-	if _, err := actor.Spawn(ctx, sys, clusternode.Sleeper("node-a"), clusternode.SleepInput{Until: time.Now().Add(time.Hour)},
-		actor.WithID("sleeper-1")); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"sleeper-1", "sleeper-2"} {
+		if _, err := actor.Spawn(ctx, sys, clusternode.Sleeper("node-a"), clusternode.SleepInput{Until: time.Now().Add(time.Hour)},
+			actor.WithID(id)); err != nil {
+			t.Fatal(err)
+		}
+		node.WaitLine(t, "activated node-a "+id, time.Minute)
+		testutil.Eventually(t, 30*time.Second, id+" has its timer", func() bool {
+			ts, err := sys.Timers(ctx, actor.PID(id))
+			return err == nil && len(ts) == 1
+		})
 	}
-	node.WaitLine(t, "activated node-a sleeper-1", time.Minute)
-	testutil.Eventually(t, 30*time.Second, "sleeper-1 has its timer", func() bool {
-		ts, err := sys.Timers(ctx, "sleeper-1")
-		return err == nil && len(ts) == 1
-	})
 
 	norn(t, nil, "cancel", "sleeper-1", "--store", url, "--seeds", addr, "--bind", "127.0.0.1").ok(t)
-	testutil.Eventually(t, 30*time.Second, "sleeper-1 cancelled by its node", func() bool {
-		in, err := st.Instance(ctx, "sleeper-1")
-		return err == nil && in.Status == persistence.StatusCancelled
-	})
+	norn(t, nil, "cancel", "sleeper-2", "--store", url).ok(t)
+	for _, id := range []string{"sleeper-1", "sleeper-2"} {
+		testutil.Eventually(t, 30*time.Second, id+" cancelled by its node", func() bool {
+			in, err := st.Instance(ctx, id)
+			return err == nil && in.Status == persistence.StatusCancelled
+		})
+	}
 	node.Signal(t, syscall.SIGTERM)
 	<-node.Exited()
+}
+
+// TestSendReachesWorkflow sends two messages with the command to an
+// instance a node in the test process runs: one under another type name,
+// which its Receive[Approval] leaves, and one under Approval's, which it
+// takes and completes with.
+func TestSendReachesWorkflow(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	ctx := testutil.Ctx(t, time.Minute)
+	st := testutil.OpenSQLite(t, url)
+	// Short passivation and scans: the node learns of the command's
+	// writes to the SQLite file only by scanning.
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(orderFlow, batchFlow, itemFlow),
+		PassivateAfter: 10 * time.Millisecond, RecoveryInterval: 50 * time.Millisecond})
+	pid, err := actor.Spawn(ctx, sys, orderFlow, Order{Item: "pen", Qty: 2}, actor.WithID("order-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "order-9 waiting", func() bool {
+		in, err := st.Instance(ctx, "order-9")
+		return err == nil && in.Status == persistence.StatusWaiting
+	})
+	env := []string{cli.StoreEnv + "=" + url}
+	norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
+	norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	out, err := actor.Await(ctx, sys, orderFlow, pid)
+	if err != nil || out.Total != 10 {
+		t.Fatalf("order-9 = %+v, %v", out, err)
+	}
+	hist, err := sys.History(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(hist, func(e actor.HistoryEvent) bool { return e.Kind == actor.EventReceived })
+	if i < 0 || !strings.Contains(string(hist[i].Payload), "right") {
+		t.Errorf("order-9 received %+v; want the message with ID right", hist)
+	}
+}
+
+// TestViewerCommand serves the viewer from the built command over a seeded
+// store, reads the list page and an instance page over HTTP, checks that
+// it is read-only by default and that the token is required, and stops it
+// with SIGINT.
+func TestViewerCommand(t *testing.T) {
+	url := filepath.Join(t.TempDir(), "norn.db")
+	seed(t, url)
+	cmd := exec.Command(nornBin, "viewer", "--store", url, "--addr", "127.0.0.1:0", "--token", "s3cret")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(time.Minute):
+		t.Fatalf("no address printed; stderr:\n%s", stderr.String())
+	}
+	f := strings.Fields(line)
+	if len(f) < 3 || !strings.HasPrefix(f[2], "http://") || !strings.Contains(line, "read-only") {
+		t.Fatalf("first line %q; want the viewer's address, read-only", line)
+	}
+	base := f[2]
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("", ""); code != http.StatusUnauthorized {
+		t.Errorf("without the token: %d; want 401", code)
+	}
+	code, body := get("", "s3cret")
+	if code != http.StatusOK || !strings.Contains(body, "order-2") || !strings.Contains(body, "batch-1") {
+		t.Fatalf("list page: %d, seeded instances missing:\n%.2000s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"cancel", strings.NewReader("id=order-2"))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST to a read-only viewer: %d; want 403", resp.StatusCode)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("viewer exit after SIGINT: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("viewer did not stop on SIGINT")
+	}
 }

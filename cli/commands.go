@@ -40,6 +40,7 @@ func commandTable() []*command {
 		replayCommand(),
 		migrateCommand(),
 		membersCommand(),
+		viewerCommand(),
 		versionCommand(),
 	}
 }
@@ -91,10 +92,10 @@ The store is given by --store or $%s: a path to an SQLite file
 Output is a table for people; --json prints JSON for scripts.
 
 The command runs no instances: what it writes (send, publish, cancel) the
-nodes act on. PostgreSQL tells them at once. An SQLite file tells no other
-process: its nodes find the work at their next scan, and an instance a node
-holds in memory only once it passivates. With --seeds the command joins the
-nodes' cluster as a client member and wakes the owners directly.
+nodes act on. PostgreSQL tells them at once; on an SQLite file the command
+leaves wake requests that the nodes read within a tenth of a second. With
+--seeds the command joins the nodes' cluster as a client member and wakes
+the owners directly.
 
 Exit codes: 0 ok, 1 failure, 2 usage error (nothing done), 3 instance not found.
 Run '%s help COMMAND' for a command's flags.

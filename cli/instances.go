@@ -132,7 +132,7 @@ func (e *env) printInstance(info actor.InstanceInfo, timers []actor.Timer, child
 		{"Created", fmtTime(in.CreatedAt)},
 		{"Updated", fmtTime(in.UpdatedAt)},
 		{"History", fmt.Sprintf("%d events", in.HistoryLen)},
-		{"Mailbox", fmt.Sprintf("%d messages", info.MailboxDepth)},
+		{"Mailbox", fmt.Sprintf("%d waiting", info.MailboxDepth)},
 		{"Channels", strings.Join(names, ", ")},
 		{"Timers", pending},
 		{"Children", nkids},

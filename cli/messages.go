@@ -14,8 +14,8 @@ import (
 )
 
 // typedJSON is a message given as JSON text and stored under a chosen type
-// name, so that a workflow's Receive[T] for a type with that MessageType
-// takes it.
+// name, so that a workflow's Receive[T] for the type of that name takes it
+// (and one for another type leaves it).
 type typedJSON struct {
 	data json.RawMessage
 	typ  string
@@ -64,7 +64,7 @@ type messageFlags struct {
 
 func addMessageFlags(fs *flag.FlagSet, meta bool) *messageFlags {
 	f := &messageFlags{}
-	fs.StringVar(&f.typ, "type", "", "the message's type name (what MessageType returns on the Go type a workflow receives); default none, which any Receive takes")
+	fs.StringVar(&f.typ, "type", "", "the message's type name, as a workflow's Receive[T] matches it: T's MessageType(), else its Go name (orders.Approval); default none, which a Receive of any type takes")
 	fs.StringVar(&f.id, "id", "", "message ID; a retry with the same ID delivers nothing more (default: a fresh random ID)")
 	if meta {
 		fs.Var(&f.meta, "meta", "message metadata `key=value` (repeatable)")

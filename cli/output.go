@@ -25,13 +25,12 @@ func newTable(w io.Writer, header ...string) *table {
 }
 
 func (t *table) row(cells ...string) {
+	clean := make([]string, len(cells))
 	for i, c := range cells {
-		if i > 0 {
-			io.WriteString(t.tw, "\t")
-		}
-		io.WriteString(t.tw, cell(c))
+		clean[i] = cell(c)
 	}
-	io.WriteString(t.tw, "\n")
+	// An error writing shows at flush.
+	fmt.Fprintln(t.tw, strings.Join(clean, "\t"))
 }
 
 func (t *table) flush() error { return t.tw.Flush() }

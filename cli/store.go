@@ -14,7 +14,7 @@ import (
 	"github.com/nornlabs/norn/persistence/storeurl"
 )
 
-// storeURL is --store, else $NORN_STORE, checked for a known form.
+// resolveStore is --store, else $NORN_STORE, checked for a known scheme.
 func (e *env) resolveStore(cmd string) (string, error) {
 	u := e.storeURL
 	if u == "" {
@@ -27,7 +27,8 @@ func (e *env) resolveStore(cmd string) (string, error) {
 		switch scheme {
 		case "sqlite", "postgres", "postgresql":
 		default:
-			return "", usagef(cmd, "store URL %q: unknown scheme %q (want an SQLite path, sqlite:// or postgres://)", u, scheme)
+			// The URL itself is not repeated: it may hold a password.
+			return "", usagef(cmd, "unknown store scheme %q (want an SQLite path, sqlite:// or postgres://)", scheme)
 		}
 	}
 	return u, nil
@@ -54,7 +55,7 @@ func (e *env) openStore(cmd string, create bool) (persistence.Store, string, err
 	}
 	if path, ok := sqlitePath(u); ok && !create && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, "", fmt.Errorf("store %s does not exist (norn migrate creates it)", path)
+			return nil, "", fmt.Errorf("store %s does not exist (%s migrate creates it)", path, e.name)
 		}
 	}
 	st, err := storeurl.Open(e.ctx, u)

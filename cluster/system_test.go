@@ -95,14 +95,40 @@ type nodeEvent struct {
 	n                    int64 // a time (unix ns) or a lateness (ns)
 }
 
-func newNodeSet(t *testing.T, env ...string) *nodeSet {
-	return newNodeSetOn(t, testutil.SQLitePath(t), env...)
-}
-
-// newNodeSetOn is newNodeSet on the given store (a path or a URL).
-func newNodeSetOn(t *testing.T, store string, env ...string) *nodeSet {
+func newNodeSet(t *testing.T, store string, env ...string) *nodeSet {
 	return &nodeSet{t: t, store: store, env: env, nodes: map[string]*testutil.Child{}, ready: map[string]bool{}}
 }
+
+// threeNodes starts n1, n2 and n3 with env on an SQLite file and joins
+// them as the client.
+func threeNodes(t *testing.T, env ...string) *nodeSet {
+	return threeNodesOn(t, testutil.SQLitePath(t), env...)
+}
+
+// threeNodesOn is threeNodes on the given store (a path or a URL).
+func threeNodesOn(t *testing.T, store string, env ...string) *nodeSet {
+	c := newNodeSet(t, store, env...)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.start(n)
+	}
+	c.join()
+	return c
+}
+
+// seen counts, under the set's lock, the events of kind what for the
+// instance on the nodes that on accepts.
+func (c *nodeSet) seen(what string, pid actor.PID, on func(node string) bool) int {
+	n := 0
+	for _, e := range c.events {
+		if e.what == what && e.instance == string(pid) && on(e.node) {
+			n++
+		}
+	}
+	return n
+}
+
+func is(node string) func(string) bool  { return func(n string) bool { return n == node } }
+func not(node string) func(string) bool { return func(n string) bool { return n != node } }
 
 // start starts node name, joining the first node, and waits until it is
 // up.
@@ -241,14 +267,7 @@ func (c *nodeSet) spawnSleepers(prefix string, n int, until time.Time) map[strin
 	}
 	for owner, pids := range byOwner {
 		for _, pid := range pids {
-			c.waitFor(fmt.Sprintf("%s live on %s", pid, owner), func() bool {
-				for _, e := range c.events {
-					if e.what == "activated" && e.instance == string(pid) && e.node == owner {
-						return true
-					}
-				}
-				return false
-			})
+			c.waitFor(fmt.Sprintf("%s live on %s", pid, owner), func() bool { return c.seen("activated", pid, is(owner)) > 0 })
 		}
 	}
 	return byOwner
@@ -299,17 +318,13 @@ func TestNodesKill9TimersFireElsewhere(t *testing.T) {
 	for i := range loops {
 		for _, st := range stores {
 			t.Run(fmt.Sprintf("%s/run%d", st.name, i), func(t *testing.T) {
-				killNine(t, newNodeSetOn(t, st.url(t), "NODE_LEASE_TTL=1h"))
+				killNine(t, threeNodesOn(t, st.url(t), "NODE_LEASE_TTL=1h"))
 			})
 		}
 	}
 }
 
 func killNine(t *testing.T, c *nodeSet) {
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.start(n)
-	}
-	c.join()
 	due := time.Now().Add(4 * time.Second)
 	byOwner := c.spawnSleepers("sleeper", 40, due)
 	victim := most(byOwner)
@@ -341,11 +356,7 @@ func killNine(t *testing.T, c *nodeSet) {
 // Messages sent by PID between instances on different nodes all arrive,
 // once each.
 func TestNodesMessagesCrossNodes(t *testing.T) {
-	c := newNodeSet(t)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.start(n)
-	}
-	c.join()
+	c := threeNodes(t)
 	ctx := testutil.Ctx(t, time.Minute)
 	const rounds = 5
 	var pingers, pongers []actor.PID
@@ -393,24 +404,14 @@ func TestNodesMessagesCrossNodes(t *testing.T) {
 // A node that stops gracefully hands its instances to the others at once:
 // its leases (an hour) and the recovery scan (an hour) play no part.
 func TestNodesGracefulLeaveHandsOver(t *testing.T) {
-	c := newNodeSet(t, "NODE_LEASE_TTL=1h", "NODE_RECOVERY=1h")
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.start(n)
-	}
-	c.join()
+	c := threeNodes(t, "NODE_LEASE_TTL=1h", "NODE_RECOVERY=1h")
 	byOwner := c.spawnSleepers("stay", 30, time.Now().Add(time.Hour))
 	victim := most(byOwner)
 	c.nodes[victim].Signal(t, syscall.SIGTERM)
 	c.waitSaid("stopped", victim)
 	c.waitFor("the leaver's instances live elsewhere", func() bool {
 		for _, pid := range byOwner[victim] {
-			moved := false
-			for _, e := range c.events {
-				if e.what == "activated" && e.instance == string(pid) && e.node != victim {
-					moved = true
-				}
-			}
-			if !moved {
+			if c.seen("activated", pid, not(victim)) == 0 {
 				return false
 			}
 		}
@@ -422,11 +423,7 @@ func TestNodesGracefulLeaveHandsOver(t *testing.T) {
 // over (passivated, then activated on the newcomer) and no instance is
 // ever live on two nodes at once.
 func TestNodesJoinMovesShareWithoutOverlap(t *testing.T) {
-	c := newNodeSet(t, "NODE_RECOVERY=1h")
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.start(n)
-	}
-	c.join()
+	c := threeNodes(t, "NODE_RECOVERY=1h")
 	byOwner := c.spawnSleepers("share", 60, time.Now().Add(time.Hour))
 	c.start("n4")
 	c.waitMembers(4)
@@ -443,13 +440,7 @@ func TestNodesJoinMovesShareWithoutOverlap(t *testing.T) {
 	}
 	c.waitFor("n4 hosts its share", func() bool {
 		for _, pid := range moved {
-			found := false
-			for _, e := range c.events {
-				if e.what == "activated" && e.instance == string(pid) && e.node == "n4" {
-					found = true
-				}
-			}
-			if !found {
+			if c.seen("activated", pid, is("n4")) == 0 {
 				return false
 			}
 		}
@@ -495,11 +486,7 @@ func overlaps(events []nodeEvent) error {
 // others meanwhile (it sees too few nodes to trust its view). Healed, it
 // rejoins and gets a share back.
 func TestNodesPartitionAndHeal(t *testing.T) {
-	c := newNodeSet(t, "NODE_LEASE_TTL=2s", "NODE_RECOVERY=1h")
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.start(n)
-	}
-	c.join()
+	c := threeNodes(t, "NODE_LEASE_TTL=2s", "NODE_RECOVERY=1h")
 	byOwner := c.spawnSleepers("cut", 40, time.Now().Add(time.Hour))
 	victim := most(byOwner)
 	c.nodes[victim].Signal(t, syscall.SIGUSR1)
@@ -507,12 +494,7 @@ func TestNodesPartitionAndHeal(t *testing.T) {
 	c.waitMembers(2)
 	c.waitFor("the others took the cut-off node's instances, and it stopped them", func() bool {
 		for _, pid := range byOwner[victim] {
-			taken, lost := false, false
-			for _, e := range c.events {
-				taken = taken || e.what == "activated" && e.instance == string(pid) && e.node != victim
-				lost = lost || e.what == "lost" && e.instance == string(pid) && e.node == victim
-			}
-			if !taken || !lost {
+			if c.seen("activated", pid, not(victim)) == 0 || c.seen("lost", pid, is(victim)) == 0 {
 				return false
 			}
 		}
@@ -533,16 +515,8 @@ func TestNodesPartitionAndHeal(t *testing.T) {
 	c.waitFor("the healed node hosts a share again", func() bool {
 		for _, pids := range byOwner {
 			for _, pid := range pids {
-				if c.owner(pid) != victim {
-					continue
-				}
-				n := 0
-				for _, e := range c.events {
-					if e.what == "activated" && e.instance == string(pid) && e.node == victim {
-						n++
-					}
-				}
-				if n >= 2 { // its first life, and again after the heal
+				// Its first life, and again after the heal.
+				if c.owner(pid) == victim && c.seen("activated", pid, is(victim)) >= 2 {
 					return true
 				}
 			}

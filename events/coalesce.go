@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nornlabs/norn/actor"
 )
@@ -29,6 +30,9 @@ type coalescer struct {
 	mu      sync.Mutex
 	queue   []*delivery
 	leading bool // a leader is committing
+	arrived chan struct{}
+	target  int           // requests a leader waits for (see gather)
+	commitD time.Duration // how long the last merged step took
 }
 
 // delivery is one request's messages waiting in the coalescer.
@@ -50,6 +54,13 @@ func (c *coalescer) publish(ctx context.Context, outs []actor.Outgoing) error {
 	c.queue = append(c.queue, d)
 	lead := !c.leading
 	c.leading = true
+	if c.arrived == nil {
+		c.arrived = make(chan struct{}, 1)
+	}
+	select {
+	case c.arrived <- struct{}{}:
+	default:
+	}
 	c.mu.Unlock()
 	if !lead {
 		// Once queued the messages are committed whatever ctx does (as a
@@ -63,10 +74,19 @@ func (c *coalescer) publish(ctx context.Context, outs []actor.Outgoing) error {
 		}
 	}
 	for {
+		reached := c.gather()
 		c.mu.Lock()
 		batch, n := c.take()
 		c.mu.Unlock()
+		t0 := time.Now()
 		c.commit(batch, n)
+		c.mu.Lock()
+		c.commitD = time.Since(t0)
+		c.target = len(batch)
+		if reached {
+			c.target++
+		}
+		c.mu.Unlock()
 		c.mu.Lock()
 		if d.done {
 			// Hand the lead to the oldest waiting request, if any.
@@ -79,6 +99,37 @@ func (c *coalescer) publish(ctx context.Context, outs []actor.Outgoing) error {
 			return d.err
 		}
 		c.mu.Unlock()
+	}
+}
+
+// gather waits, briefly, for the queue to reach the target: one request
+// more than the last step carried, after a step whose target was
+// reached, or as many as it carried. Without it, a closed loop of N
+// clients settles into two halves that take turns, each waiting for the
+// other's commit; with it they come to share one. It waits at most half
+// the last commit's time (and 1ms), and not at all after a step of one
+// request. It reports whether the target was reached.
+func (c *coalescer) gather() bool {
+	c.mu.Lock()
+	target, d := c.target, min(c.commitD/2, time.Millisecond)
+	c.mu.Unlock()
+	if target <= 1 || d <= 0 {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		n := len(c.queue)
+		c.mu.Unlock()
+		if n >= target {
+			return true
+		}
+		select {
+		case <-c.arrived:
+		case <-timer.C:
+			return false
+		}
 	}
 }
 

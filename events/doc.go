@@ -1,6 +1,7 @@
 // Package events brings CloudEvents 1.0 into Norn: an HTTP ingress that
-// makes each event durable before it acknowledges it, and the workflow side
-// that waits for events or is started by them. The event model is sdk-go's
+// makes each event durable before it acknowledges it, the workflow side
+// that waits for events or is started by them, and a transactional outbox
+// that sends the events workflows emit. The event model is sdk-go's
 // (github.com/cloudevents/sdk-go/v2, event.Event).
 //
 // # Ingress
@@ -38,6 +39,14 @@
 // An event whose type has a workflow registered with Handle starts an
 // instance of it instead of being published.
 //
+// Concurrent requests share store steps: while one step commits, the
+// deliveries of the requests that arrive meanwhile queue up and go into the
+// next step together (waiting at most half a commit, and 1ms, for the
+// clients just answered), so that the store's writer commits many events
+// per transaction. Each request is still answered only after the commit
+// that holds its events, and alone: if a shared step fails, its requests
+// are committed again one by one, and only the faulty one is refused.
+//
 // # Duplicates
 //
 // A CloudEvent is identified by its source and id. Each is delivered under a
@@ -54,6 +63,33 @@
 // plus Data. It keeps the event's traceparent extension (the W3C trace
 // context) so that TraceParent, and the events the workflow emits, continue
 // the trace.
+//
+// # Outbox
+//
+// Emit records an outgoing event in the outbox, in the transaction of the
+// workflow step that emits it: a step that fails emits nothing, a committed
+// one is always relayed. A Relayer claims pending events from the store,
+// sends them to a Sink (HTTPSink: binary or structured mode) and records
+// the outcome: sent; invalid (the sink refused it for good, 4xx), kept
+// visible and never retried; or, after transient failures retried with
+// back-off until RelayerConfig.MaxAge, expired. Claims keep relayers that
+// share a store from sending one event at once; a relayer killed mid-send
+// loses its claims when they expire, and a relayer that stops releases the
+// events it claimed but did not send at once, without counting an attempt.
+//
+// Relaying is woken by commits, not by polling. Pass the System's
+// WatchOutbox() as RelayerConfig.Wake: it is signalled by the node's own
+// commits that emit, and, on PostgreSQL, by those of every other process
+// sharing the database (the step's transaction sends a NOTIFY, delivered at
+// its commit; see persistence.OutboxNotifier). A relayer given no Wake
+// listens to such a store itself. The poll (RelayerConfig.PollInterval,
+// default 5s) is only a safety net, for lost notifications and for SQLite
+// files shared by processes, which cannot notify one another.
+//
+// Events whose delivery ended stay in the outbox, visible to
+// persistence.Outbox.ListOutbox, for RelayerConfig.Retention (default 7
+// days) after they ended; the relayer then deletes them. A negative
+// Retention keeps them forever. Pending events are never deleted.
 //
 // Example: orders placed over HTTP wait for their payment event.
 //

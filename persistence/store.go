@@ -536,6 +536,15 @@ type Notifier interface {
 	Listen(ctx context.Context, fn func(ids []string)) error
 }
 
+// WakeRequester is implemented by stores that cannot notify other processes
+// from a commit (SQLite). A client System (one that runs no instances) calls
+// it after its commits, so that the nodes sharing the store, which learn of
+// the requests through their Notifier, act on its spawns, mail and cancels
+// at once rather than at their next recovery scan.
+type WakeRequester interface {
+	RequestWake(ctx context.Context, ids []string) error
+}
+
 // NumBuckets is how many buckets instance IDs are spread over. A cluster
 // assigns buckets, not single instances, to its nodes, and the stores keep
 // each instance's and timer's bucket in an indexed column, so that a node

@@ -2,8 +2,9 @@
 // instances in a System's store and, when allowed, cancels them or sends
 // them messages.
 //
-// The list page filters instances by workflow, status and input fields,
-// opens one by ID and pages through the rest with a page token. An
+// The list page filters instances by workflow, status, parent, creation
+// and update time and input fields, opens one by ID and pages through the
+// rest with a page token. An
 // instance's page shows its status, input and output (or failure), a
 // diagram of the steps it took and of where it waits now, its history as a
 // timeline (activities with their attempts and durations, messages with

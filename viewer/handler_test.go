@@ -400,7 +400,12 @@ func TestFormTokensFollowTheToken(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	// Typed "note", it is not the Approval the instance waits for: it stays.
 	msgs, err := f.sys.Mailbox(testutil.Ctx(t, 5*time.Second), actor.PID(f.waiting), 10)
-	if err != nil || len(msgs) != 1 || string(msgs[0].Payload) != `"hi"` {
+	if err != nil || len(msgs) != 1 || string(msgs[0].Payload) != `"hi"` || msgs[0].Type != "note" {
 		t.Fatalf("mailbox after the send: %+v, %v", msgs, err)
+	}
+	// The send form suggests the types the instance has seen.
+	_, body = get(t, nil, two.URL+"/instances/"+f.waiting, "Authorization", "Bearer t1")
+	if !strings.Contains(body, `<datalist id="msg-types"><option value="note"></datalist>`) {
+		t.Error("the send form does not suggest the type in the mailbox")
 	}
 }

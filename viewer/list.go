@@ -26,12 +26,14 @@ type listData struct {
 	Workflows []string
 	Statuses  map[string]bool
 	Input     string
-	Rows      []listRow
-	NextURL   string
-	FirstURL  string
-	Filtered  bool
-	Paged     bool // not the first page
-	Error     string
+	// The time filters as given.
+	CreatedAfter, CreatedBefore, UpdatedBefore string
+	Rows                                       []listRow
+	NextURL                                    string
+	FirstURL                                   string
+	Filtered                                   bool
+	Paged                                      bool // not the first page
+	Error                                      string
 }
 
 type listRow struct {
@@ -46,7 +48,37 @@ type filter struct {
 	parent   string
 	statuses []string
 	input    map[string]string
-	token    string
+	// Times as given (UTC), and parsed.
+	createdAfter, createdBefore, updatedBefore string
+	ca, cb, ub                                 time.Time
+	token                                      string
+}
+
+// timeLayouts are what the time filters accept: a datetime-local field's
+// value, with or without seconds, or a date. Times are UTC.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02", time.RFC3339}
+
+// Stores keep times as nanoseconds since 1970 in an int64; a bound beyond
+// them would wrap around, so it is clamped.
+var (
+	minTime = time.Unix(0, 0).UTC()
+	maxTime = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func parseTime(s string) (time.Time, bool) {
+	for _, l := range timeLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			t = t.UTC()
+			if t.Before(minTime) {
+				t = minTime
+			}
+			if t.After(maxTime) {
+				t = maxTime
+			}
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func parseFilter(q url.Values) (filter, string) {
@@ -58,7 +90,25 @@ func parseFilter(q url.Values) (filter, string) {
 	}
 	var bad string
 	f.input, bad = parseInputFilter(q.Get("input"))
-	return f, bad
+	if bad != "" {
+		return f, "The input filter takes field=value pairs separated by commas; " + bad + " is not one."
+	}
+	for _, tf := range []struct {
+		param string
+		raw   *string
+		t     *time.Time
+	}{{"created_after", &f.createdAfter, &f.ca}, {"created_before", &f.createdBefore, &f.cb}, {"updated_before", &f.updatedBefore, &f.ub}} {
+		*tf.raw = strings.TrimSpace(q.Get(tf.param))
+		if *tf.raw == "" {
+			continue
+		}
+		t, ok := parseTime(*tf.raw)
+		if !ok {
+			return f, *tf.raw + " is not a time: use 2006-01-02T15:04 (UTC)."
+		}
+		*tf.t = t
+	}
+	return f, ""
 }
 
 // parseInputFilter reads "field=value, other=value" (a field may be a
@@ -92,14 +142,16 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	f, bad := parseFilter(q)
 	d := &listData{pageData: h.page("Instances"), Workflow: f.workflow, Parent: f.parent, Workflows: h.sys.Workflows(),
-		Statuses: map[string]bool{}, Input: q.Get("input"), FirstURL: h.listURL(f, "")}
+		Statuses: map[string]bool{}, Input: q.Get("input"), FirstURL: h.listURL(f, ""),
+		CreatedAfter: f.createdAfter, CreatedBefore: f.createdBefore, UpdatedBefore: f.updatedBefore}
 	for _, s := range f.statuses {
 		d.Statuses[s] = true
 	}
-	d.Filtered = f.workflow != "" || f.parent != "" || len(f.statuses) > 0 || len(f.input) > 0
+	d.Filtered = f.workflow != "" || f.parent != "" || len(f.statuses) > 0 || len(f.input) > 0 ||
+		f.createdAfter != "" || f.createdBefore != "" || f.updatedBefore != ""
 	d.Paged = f.token != ""
 	if bad != "" {
-		d.Error = "The input filter takes field=value pairs separated by commas; " + bad + " is not one."
+		d.Error = bad
 		h.render(w, r, http.StatusBadRequest, "list", d)
 		return
 	}
@@ -144,6 +196,11 @@ func (h *handler) listURL(f filter, tok string) string {
 		}
 		q.Set("input", strings.Join(parts, ", "))
 	}
+	for k, v := range map[string]string{"created_after": f.createdAfter, "created_before": f.createdBefore, "updated_before": f.updatedBefore} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
 	if tok != "" {
 		q.Set("page", tok)
 	}
@@ -167,7 +224,8 @@ const listPage = 50
 
 // listInstances reads one page of the list and the token of the next.
 func (h *handler) listInstances(ctx context.Context, f filter) ([]listRow, string, error) {
-	q := actor.ListQuery{Workflow: f.workflow, Parent: f.parent, Input: f.input, Limit: listPage, PageToken: f.token}
+	q := actor.ListQuery{Workflow: f.workflow, Parent: f.parent, Input: f.input, Limit: listPage, PageToken: f.token,
+		CreatedAfter: f.ca, CreatedBefore: f.cb, UpdatedBefore: f.ub}
 	for _, s := range f.statuses {
 		q.Statuses = append(q.Statuses, actor.Status(s))
 	}

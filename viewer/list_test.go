@@ -33,6 +33,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	f := newFixture(t)
 	ctx := testutil.Ctx(t, 60*time.Second)
 	const ships = 110
+	mid := time.Now().UTC()
 	for i := range ships {
 		pid, err := actor.Spawn(ctx, f.sys, ship, Order{Customer: fmt.Sprintf("c%03d", i), Amount: i})
 		if err != nil {
@@ -97,10 +98,28 @@ func TestListFiltersAndPages(t *testing.T) {
 	if got := list("parent=" + url.QueryEscape(f.done)); !slices.Equal(got, []string{f.kid}) {
 		t.Errorf("parent: %v", got)
 	}
-	_, body := get(t, nil, srv.URL+"/?workflow=nothing")
+	// Time ranges: the fixture's four came before mid, the ships after.
+	before := list("created_before=" + url.QueryEscape(mid.Format(time.RFC3339Nano)))
+	if !slices.Equal(before, []string{f.waiting, f.failed, f.kid, f.done}) {
+		t.Errorf("created before mid: %v", before)
+	}
+	if got := list("workflow=order&created_after=" + url.QueryEscape(mid.Format(time.RFC3339Nano))); len(got) != 0 {
+		t.Errorf("orders created after mid: %v", got)
+	}
+	if got := list("status=running&updated_before=2000-01-01"); len(got) != 0 {
+		t.Errorf("not updated since 2000: %v", got)
+	}
+	if got := list("status=running&updated_before=2999-01-01T00:00"); !slices.Equal(got, []string{f.waiting}) {
+		t.Errorf("running, not updated since 2999: %v", got)
+	}
+	resp, body := get(t, nil, srv.URL+"/?created_after=yesterday")
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	wantText(t, body, "yesterday is not a time")
+
+	_, body = get(t, nil, srv.URL+"/?workflow=nothing")
 	wantText(t, body, "No instances match the filters.")
 
-	resp, body := get(t, nil, srv.URL+"/?page=not-a-token")
+	resp, body = get(t, nil, srv.URL+"/?page=not-a-token")
 	wantStatus(t, resp, body, http.StatusBadRequest)
 	wantText(t, body, "The page token is not valid")
 	resp, body = get(t, nil, srv.URL+"/?input=justaword")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nornlabs/norn/actor"
@@ -33,8 +35,11 @@ type instanceData struct {
 	Children   []childRow
 	// ChildrenURL lists all children when the page shows only the first.
 	ChildrenURL string
-	ParentURL   string
-	Terminal    bool
+	// Types are the message types this instance received or has waiting:
+	// suggestions for the send form.
+	Types     []string
+	ParentURL string
+	Terminal  bool
 }
 
 type mailRow struct {
@@ -108,6 +113,7 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, r, err)
 		return
 	}
+	d.Types = messageTypes(d)
 	d.Diagram = svg(diagramSteps(d.Head, d.Tail, d.Gap, h.waitSteps(d)))
 	h.render(w, r, http.StatusOK, "instance", d)
 }
@@ -200,4 +206,29 @@ func (h *handler) loadSide(ctx context.Context, pid actor.PID, d *instanceData) 
 		d.ChildrenURL = h.listURL(filter{parent: string(pid)}, "")
 	}
 	return nil
+}
+
+// messageTypes lists the message types on the page, sorted, without the
+// system's own (a child's end).
+func messageTypes(d *instanceData) []string {
+	seen := map[string]bool{}
+	add := func(t string) {
+		if t != "" && !strings.HasPrefix(t, "mailbox.") {
+			seen[t] = true
+		}
+	}
+	for _, rows := range [][]item{d.Head, d.Tail} {
+		for _, it := range rows {
+			add(it.MsgType)
+		}
+	}
+	for _, m := range d.Mailbox {
+		add(m.Type)
+	}
+	out := make([]string, 0, len(seen))
+	for t := range seen {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -25,6 +25,7 @@ type item struct {
 	Payload  string // pretty, shown on demand
 	Link     string // a related instance's page
 	LinkText string
+	MsgType  string // a received message's type name
 }
 
 // retryRecord mirrors what an activity_retry event records.
@@ -134,6 +135,7 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 			it.Class, it.Label = "message", "message received"
 			it.Name = channelName(m.Channel)
 			it.Detail = messageLine(m.Sender, m.Type, m.Payload)
+			it.MsgType = m.Type
 			it.Payload = pretty(m.Payload)
 			if m.Sender != "" {
 				it.Link, it.LinkText = h.instanceURL(m.Sender), m.Sender

@@ -243,8 +243,8 @@ func checkBuckets(t *testing.T, path string, timers int) {
 }
 
 // A database of release 0005 gets migration 0006 even when it already
-// lists as many versions as this build has migrations (here one from a
-// build with a later migration): Open checks for each version, not a
+// lists as many versions as this build has migrations (here from a build
+// with later migrations): Open checks for each version, not a
 // count. Events that ended before the migration count as ended at it.
 func TestMigrateOutboxFinished(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
@@ -265,8 +265,11 @@ func TestMigrateOutboxFinished(t *testing.T) {
 		}
 		stmts = append(stmts, string(body), fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, i+1))
 	}
+	// Versions of later migrations, as many as this build has in all.
+	for i := range files {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, 1000+i))
+	}
 	stmts = append(stmts,
-		fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, 1)`, 100+len(files)),
 		`INSERT INTO outbox (id, type, created_at, status, attempts, next_attempt) VALUES ('old-sent', 't', 1, 'sent', 1, 0)`,
 		`INSERT INTO outbox (id, type, created_at, status, attempts, next_attempt) VALUES ('old-pending', 't', 2, 'pending', 0, 2)`)
 	for _, q := range stmts {

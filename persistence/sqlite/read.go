@@ -178,46 +178,63 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 	// index range, in one statement (one snapshot), so that a long queue
 	// costs no more than a short one: a join ordered across channels would
 	// sort the whole queue to return its first rows.
+	// The common case, at most one competing channel, is one statement;
+	// its first row says when there are more, read then one branch each.
+	rows, err := s.rst.mailbox.QueryContext(ctx, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
+	}
+	out, more, err := scanMailbox(rows)
+	if err != nil || !more {
+		if err != nil {
+			err = fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
+		}
+		return out, err
+	}
 	chans, err := s.competingChannels(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	var rows *sql.Rows
-	switch len(chans) {
-	case 0:
-		rows, err = s.rst.mailbox.QueryContext(ctx, id, limit)
-	case 1:
-		rows, err = s.rst.mailbox1.QueryContext(ctx, id, limit, chans[0])
-	default:
-		q := mailboxSQL
-		args := []any{id, limit}
-		for i, ch := range chans {
-			q += fmt.Sprintf(mailboxQueueSQL, i+3)
-			args = append(args, ch)
-		}
-		rows, err = s.r.QueryContext(ctx, q+mailboxTail, args...)
+	q := mailboxSQL
+	args := []any{id, limit}
+	for i, ch := range chans {
+		q += fmt.Sprintf(mailboxQueueSQL, i+3)
+		args = append(args, ch)
 	}
+	if rows, err = s.r.QueryContext(ctx, q+mailboxTail, args...); err != nil {
+		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
+	}
+	out, _, err = scanMailbox(rows)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 	}
+	return out, nil
+}
+
+// scanMailbox reads the rows of a mailbox statement; more reports the
+// marker row (seq 0) of an instance with several competing channels.
+func scanMailbox(rows *sql.Rows) (out []persistence.Message, more bool, err error) {
 	defer rows.Close()
-	var out []persistence.Message
 	for rows.Next() {
 		var m persistence.Message
 		var meta sql.NullString
 		var at int64
 		if err := rows.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Type, &m.Payload, &meta, &at); err != nil {
-			return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
+			return nil, false, err
+		}
+		if m.Seq == 0 {
+			more = true
+			continue
 		}
 		if meta.Valid && meta.String != "" {
 			if err := json.Unmarshal([]byte(meta.String), &m.Metadata); err != nil {
-				return nil, fmt.Errorf("sqlite: message %s metadata: %w", m.ID, err)
+				return nil, false, fmt.Errorf("message %s metadata: %w", m.ID, err)
 			}
 		}
 		m.PublishedAt = fromNS(at)
 		out = append(out, m)
 	}
-	return out, rows.Err()
+	return out, more, rows.Err()
 }
 
 // competingChannels lists the channels id consumes competitively.
@@ -323,8 +340,7 @@ func (s *Store) DueTimers(ctx context.Context, before time.Time, buckets []int, 
 type readStmts struct {
 	instance  *sql.Stmt
 	history   *sql.Stmt
-	mailbox   *sql.Stmt // mail addressed to the instance
-	mailbox1  *sql.Stmt // and the queue of one channel it consumes
+	mailbox   *sql.Stmt // mail addressed to the instance and the queue of its first competing channel
 	competing *sql.Stmt
 }
 
@@ -332,12 +348,21 @@ type readStmts struct {
 // (mailboxQueueSQL, its channel the given parameter), each limited on its
 // own (?2) and read in seq order from its index, merged by seq.
 const (
-	mailboxSQL = `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
-			SELECT * FROM (SELECT * FROM messages WHERE target = ?1 ORDER BY seq LIMIT ?2)`
+	mailboxCols = `seq, msg_id, channel, target, sender, type, payload, metadata, published_at`
+	mailboxSQL  = `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
+			SELECT * FROM (SELECT ` + mailboxCols + ` FROM messages WHERE target = ?1 ORDER BY seq LIMIT ?2)`
 	mailboxQueueSQL = `
-			UNION ALL SELECT * FROM (SELECT * FROM messages WHERE channel = ?%d AND target IS NULL ORDER BY seq LIMIT ?2)`
+			UNION ALL SELECT * FROM (SELECT ` + mailboxCols + ` FROM messages WHERE channel = ?%d AND target IS NULL ORDER BY seq LIMIT ?2)`
 	mailboxTail = `
 		) ORDER BY seq LIMIT ?2`
+	// The queue of the first competing channel, found by a subquery, and
+	// a marker row (seq 0, which no message has) if there is a second.
+	mailboxFirstQueueSQL = `
+			UNION ALL SELECT * FROM (SELECT ` + mailboxCols + ` FROM messages WHERE channel = (
+				SELECT channel FROM subscriptions WHERE instance_id = ?1 AND mode = 'competing' ORDER BY channel LIMIT 1)
+				AND target IS NULL ORDER BY seq LIMIT ?2)
+			UNION ALL SELECT 0, '', '', NULL, '', '', NULL, NULL, 0 WHERE EXISTS (
+				SELECT 1 FROM subscriptions WHERE instance_id = ?1 AND mode = 'competing' ORDER BY channel LIMIT 1 OFFSET 1)`
 )
 
 func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -345,14 +370,13 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 	p := pr.prep
 	rs.instance = p(instanceSelect + ` WHERE id = ?`)
 	rs.history = p(`SELECT seq, kind, name, ref, payload, error, digest, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
-	rs.mailbox = p(mailboxSQL + mailboxTail)
-	rs.mailbox1 = p(mailboxSQL + fmt.Sprintf(mailboxQueueSQL, 3) + mailboxTail)
+	rs.mailbox = p(mailboxSQL + mailboxFirstQueueSQL + mailboxTail)
 	rs.competing = p(`SELECT channel FROM subscriptions WHERE instance_id = ? AND mode = 'competing' ORDER BY channel`)
 	return pr.err
 }
 
 func (rs *readStmts) close() {
-	closeStmts(rs.instance, rs.history, rs.mailbox, rs.mailbox1, rs.competing)
+	closeStmts(rs.instance, rs.history, rs.mailbox, rs.competing)
 }
 
 func scanInstance(row rowcodec.Scanner) (persistence.Instance, error) {

@@ -49,6 +49,11 @@ type Options struct {
 	// Commits, if set, learns of every group commit (steps, duration,
 	// failure), for metrics.
 	Commits persistence.CommitObserver
+	// WakePoll is how often Listen looks for wake-ups that client
+	// processes requested (see RequestWake): the delay between, say, a
+	// `norn cancel` and the node acting on it. Each look is one indexed
+	// read. Default 100ms.
+	WakePoll time.Duration
 }
 
 func (o *Options) fill() error {
@@ -66,6 +71,9 @@ func (o *Options) fill() error {
 	}
 	if o.Readers <= 0 {
 		o.Readers = 4
+	}
+	if o.WakePoll <= 0 {
+		o.WakePoll = 100 * time.Millisecond
 	}
 	return nil
 }

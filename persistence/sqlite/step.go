@@ -19,6 +19,7 @@ const terminalSQL = `('completed', 'failed', 'cancelled')`
 type stmts struct {
 	insertInstance *sql.Stmt
 	updateInstance *sql.Stmt
+	appendInstance *sql.Stmt
 	insertEvent    *sql.Stmt
 	deleteMessage  *sql.Stmt
 	insertMessage  *sql.Stmt
@@ -81,6 +82,11 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		restart_log = COALESCE(?13, restart_log),
 		updated_at = ?9
 		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL)
+	// Most steps only append history: setting no indexed column but
+	// updated_at, SQLite then leaves the status and lease indexes alone
+	// (an UPDATE that names a column rewrites every index holding it).
+	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, updated_at = ?2
+		WHERE id = ?3 AND lease_epoch = ?4 AND (?5 < 0 OR history_len = ?5) AND status NOT IN ` + terminalSQL)
 	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
 	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
@@ -113,7 +119,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	closeStmts(st.insertInstance, st.updateInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+	closeStmts(st.insertInstance, st.updateInstance, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox)
 }
@@ -201,8 +207,14 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		if step.RestartLog != nil {
 			restartLog = rowcodec.EncodeTimes(step.RestartLog)
 		}
-		r, err := tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
-			step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog)
+		var r sql.Result
+		var err error
+		if !step.ResetHistory && step.Status == "" && !release && !step.IncRestarts && step.RestartLog == nil {
+			r, err = tx.Stmt(s.st.appendInstance).Exec(len(step.History), now.UnixNano(), id, epoch, expect)
+		} else {
+			r, err = tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
+				step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog)
+		}
 		if err != nil {
 			return fmt.Errorf("sqlite: update instance: %w", err)
 		}
@@ -249,9 +261,12 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 			return fmt.Errorf("sqlite: unsubscribe: %w", err)
 		}
 	}
-	for _, m := range step.Send {
-		if err := s.send(tx, m, now, res); err != nil {
-			return err
+	if len(step.Send) > 0 {
+		ss := &sendState{}
+		for _, m := range step.Send {
+			if err := s.send(tx, ss, m, now, res); err != nil {
+				return err
+			}
 		}
 	}
 	if len(step.CancelTimers) > 0 || len(step.FireTimers) > 0 {
@@ -348,12 +363,64 @@ func encodeMeta(m map[string]string) (any, error) {
 	return string(b), nil
 }
 
-func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *persistence.StepResult) error {
+// sendState is what the sends of one step share: their statements bound
+// to the transaction once (tx.Stmt is not free), and each channel's
+// subscribers, read once (a step's sends do not change subscriptions, and
+// the ingress puts many events of one type in one step).
+type sendState struct {
+	useID, subs, insert *sql.Stmt
+	channels            map[string]channelSubs
+}
+
+// channelSubs are a channel's subscribers and their mode ("" if none).
+type channelSubs struct {
+	ids  []string
+	mode persistence.Mode
+}
+
+// bound returns st bound to tx, binding it the first time.
+func bound(tx *sql.Tx, cached **sql.Stmt, st *sql.Stmt) *sql.Stmt {
+	if *cached == nil {
+		*cached = tx.Stmt(st)
+	}
+	return *cached
+}
+
+// channelSubs reads a channel's subscribers, once per step.
+func (s *Store) channelSubs(tx *sql.Tx, ss *sendState, channel string) (channelSubs, error) {
+	if cs, ok := ss.channels[channel]; ok {
+		return cs, nil
+	}
+	var cs channelSubs
+	rows, err := bound(tx, &ss.subs, s.st.channelSubs).Query(channel)
+	if err != nil {
+		return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
+	}
+	for rows.Next() {
+		var inst, md string
+		if err := rows.Scan(&inst, &md); err != nil {
+			rows.Close()
+			return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
+		}
+		cs.ids = append(cs.ids, inst)
+		cs.mode = persistence.Mode(md)
+	}
+	if err := rows.Close(); err != nil {
+		return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
+	}
+	if ss.channels == nil {
+		ss.channels = map[string]channelSubs{}
+	}
+	ss.channels[channel] = cs
+	return cs, nil
+}
+
+func (s *Store) send(tx *sql.Tx, ss *sendState, m persistence.NewMessage, now time.Time, res *persistence.StepResult) error {
 	if m.Dedupe {
 		// First, so that a duplicate is skipped whatever became of its
 		// target or channel since the first one was sent. If the step
 		// fails later, its savepoint takes the ID back.
-		r, err := tx.Stmt(s.st.useMessageID).Exec(m.ID, now.UnixNano())
+		r, err := bound(tx, &ss.useID, s.st.useMessageID).Exec(m.ID, now.UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: record message ID: %w", err)
 		}
@@ -373,22 +440,11 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 	var subs []string
 	var mode persistence.Mode
 	if m.Channel != "" {
-		rows, err := tx.Stmt(s.st.channelSubs).Query(m.Channel)
+		cs, err := s.channelSubs(tx, ss, m.Channel)
 		if err != nil {
-			return fmt.Errorf("sqlite: read subscribers: %w", err)
+			return err
 		}
-		for rows.Next() {
-			var inst, md string
-			if err := rows.Scan(&inst, &md); err != nil {
-				rows.Close()
-				return fmt.Errorf("sqlite: read subscribers: %w", err)
-			}
-			subs = append(subs, inst)
-			mode = persistence.Mode(md)
-		}
-		if err := rows.Close(); err != nil {
-			return fmt.Errorf("sqlite: read subscribers: %w", err)
-		}
+		subs, mode = cs.ids, cs.mode
 	}
 	if m.Target != "" {
 		if mode != "" && mode != persistence.Direct {
@@ -429,7 +485,7 @@ func (s *Store) send(tx *sql.Tx, m persistence.NewMessage, now time.Time, res *p
 		if mode == "" && strings.HasPrefix(m.Channel, persistence.SystemChannelPrefix) {
 			break
 		}
-		if _, err := tx.Stmt(s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Type, m.Payload, meta, at.UnixNano()); err != nil {
+		if _, err := bound(tx, &ss.insert, s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Type, m.Payload, meta, at.UnixNano()); err != nil {
 			return fmt.Errorf("sqlite: publish: %w", err)
 		}
 	}

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Factory) {
 		{"HistoryRangeAndTimers", testHistoryRangeAndTimers},
 		{"ConcurrentSteps", testConcurrentSteps},
 		{"CompetingRace", testCompetingRace},
+		{"CompetingQueues", testCompetingQueues},
 		{"EventDigest", testDigest},
 		{"MessageType", testMessageType},
 		{"Dedupe", testDedupe},
@@ -628,6 +629,63 @@ func testConcurrentSteps(t *testing.T, st persistence.Store) {
 				t.Fatalf("%s history seq %d at %d", id, e.Seq, i)
 			}
 		}
+	}
+}
+
+// testCompetingQueues: an instance consuming three channels (and with mail
+// of its own) reads them merged in arrival order, a limited read returns
+// the first messages of the merge however long the queues, and only the
+// channels it consumes competitively are in it.
+func testCompetingQueues(t *testing.T, st persistence.Store) {
+	create(t, st, "m")
+	create(t, st, "other")
+	for _, ch := range []string{"q1", "q2", "q3"} {
+		apply(t, st, persistence.Step{Instance: "m", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: ch, Mode: persistence.Competing}}})
+	}
+	apply(t, st, persistence.Step{Instance: "other", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "q4", Mode: persistence.Competing}}})
+	var want []string
+	for i := range 60 {
+		ch := []string{"q1", "q2", "q3", "q4"}[i%4]
+		m := persistence.NewMessage{ID: fmt.Sprintf("%s-%d", ch, i), Channel: ch}
+		if i%10 == 9 {
+			m = persistence.NewMessage{ID: fmt.Sprintf("direct-%d", i), Target: "m"}
+		}
+		apply(t, st, persistence.Step{Send: []persistence.NewMessage{m}})
+		if m.Channel != "q4" {
+			want = append(want, m.ID)
+		}
+	}
+	for _, limit := range []int{1, 5, 17, 1000} {
+		ms, err := st.Mailbox(ctx(), "m", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i, m := range ms {
+			if i > 0 && m.Seq <= ms[i-1].Seq {
+				t.Fatalf("limit %d: mailbox out of order at %d: %+v", limit, i, ms)
+			}
+			got = append(got, m.ID)
+		}
+		w := want[:min(limit, len(want))]
+		if fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Fatalf("limit %d: mailbox = %v, want %v", limit, got, w)
+		}
+	}
+	// With one competing channel left, the read is the same merge.
+	apply(t, st, persistence.Step{Instance: "m", Epoch: 1, Unsubscribe: []string{"q2", "q3"}})
+	ms := mailboxSeqs(t, st, "m")
+	for _, m := range ms {
+		if m.Channel == "q2" || m.Channel == "q3" {
+			t.Fatalf("mailbox after unsubscribing still has %s", m.ID)
+		}
+	}
+	if len(ms) != 15+6 { // q1 minus the direct ones in its slots, plus 6 direct
+		var ids []string
+		for _, m := range ms {
+			ids = append(ids, m.ID)
+		}
+		t.Fatalf("mailbox with one queue = %v", ids)
 	}
 }
 
