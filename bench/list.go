@@ -193,9 +193,12 @@ func runList(ctx context.Context, r *runner) (result, error) {
 	var firsts []time.Duration
 	var parts []string
 	for _, c := range cases {
-		first, deep, depth, err := timeListCase(ctx, nd.sys, c.q)
+		first, deep, depth, total, err := timeListCase(ctx, nd.sys, c.q)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", c.name, err)
+		}
+		if c.name == "all" && total != n {
+			return res, fmt.Errorf("the listing pages through %d instances of %d", total, n)
 		}
 		firsts = append(firsts, first)
 		res.Metrics[c.name+"_first_ms"] = ms(first)
@@ -214,8 +217,9 @@ func runList(ctx context.Context, r *runner) (result, error) {
 }
 
 // timeListCase times the first page of q and a page halfway into what q
-// selects (reached with pages of 1000), each the median of 5 calls.
-func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (first, deep time.Duration, depth int, err error) {
+// selects (reached with pages of 1000), each the median of 5 calls, and
+// counts what q selects.
+func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (first, deep time.Duration, depth, total int, err error) {
 	median := func(q actor.ListQuery) (time.Duration, error) {
 		var ds []time.Duration
 		for range 5 {
@@ -229,16 +233,15 @@ func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (fi
 		return ds[len(ds)/2], nil
 	}
 	if first, err = median(q); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	// Count what q selects (pages of 1000), then walk halfway.
-	total := 0
 	walk := q
 	walk.Limit = 1000
 	for {
 		page, err := sys.List(ctx, walk)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, 0, err
 		}
 		total += len(page.Instances)
 		if page.Next == "" {
@@ -251,7 +254,7 @@ func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (fi
 	for depth < total/2-1000 {
 		page, err := sys.List(ctx, walk)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, 0, err
 		}
 		depth += len(page.Instances)
 		walk.PageToken = page.Next
@@ -259,7 +262,7 @@ func timeListCase(ctx context.Context, sys *actor.System, q actor.ListQuery) (fi
 	deepQ := q
 	deepQ.PageToken = walk.PageToken
 	deep, err = median(deepQ)
-	return first, deep, depth, err
+	return first, deep, depth, total, err
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
