@@ -1,6 +1,7 @@
 // Command norn inspects and operates a Norn store: it lists instances,
 // shows their history, mailboxes and channels, sends, publishes, cancels,
-// migrates the schema and lists cluster members. Run 'norn help'.
+// migrates the schema, lists cluster members and serves the web viewer.
+// Run 'norn help'.
 //
 //	go install github.com/nornlabs/norn/cmd/norn@latest
 //	norn --store norn-data/norn.db ls --status waiting
