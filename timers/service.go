@@ -127,8 +127,9 @@ func (s *Service) Schedule(t persistence.Timer) {
 		s.mu.Unlock()
 		return
 	}
-	s.push(t)
-	top := s.h[0].Due.Equal(t.Due)
+	// A timer already held or fired with this due time is not pushed
+	// again, and the heap may then be empty.
+	top := s.push(t) && s.h[0].Due.Equal(t.Due)
 	s.mu.Unlock()
 	if top {
 		s.poke(s.kick)
@@ -154,14 +155,15 @@ func (s *Service) poke(c chan struct{}) {
 }
 
 // push adds t unless it is already held, or was fired, with the same due
-// time; caller holds mu.
-func (s *Service) push(t persistence.Timer) {
+// time, and reports whether it did; caller holds mu.
+func (s *Service) push(t persistence.Timer) bool {
 	k := key{t.Instance, t.ID}
 	if e, ok := s.known[k]; ok && e.due.Equal(t.Due) {
-		return
+		return false
 	}
 	s.known[k] = entry{due: t.Due}
 	heap.Push(&s.h, t)
+	return true
 }
 
 // load reads the timers due within the horizon. It reports whether the read

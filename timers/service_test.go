@@ -215,3 +215,35 @@ func TestOwnership(t *testing.T) {
 		t.Fatalf("read buckets %v, want [[1]]", src.buckets)
 	}
 }
+
+// TestScheduleAfterItFired: the commit that scheduled a timer can reach
+// Schedule after a load already read the timer from the store and fired
+// it. The timer is not fired twice, and Schedule copes with the heap being
+// empty.
+func TestScheduleAfterItFired(t *testing.T) {
+	tm := persistence.Timer{Instance: "x", ID: "1", Due: time.Now().Add(-time.Millisecond)}
+	src := &fakeSource{ts: []persistence.Timer{tm}}
+	got := make(chan persistence.Timer, 4)
+	svc, err := New(Config{Source: src, Horizon: time.Minute, Fire: func(t persistence.Timer) { got <- t }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loaded timer never fired")
+	}
+	svc.Schedule(tm) // panicked on the empty heap
+	if n := svc.Pending(); n != 0 {
+		t.Fatalf("pending = %d after scheduling a fired timer; want 0", n)
+	}
+	select {
+	case f := <-got:
+		t.Fatalf("fired twice: %+v", f)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
