@@ -117,15 +117,17 @@ func (c *tableNode) Close() error {
 // liveness counts, per instance, the activations that are live on any node,
 // and remembers the highest count seen.
 type liveness struct {
-	mu    sync.Mutex
-	live  map[string]int
-	where map[string][]string // nodes that activated it, in order
-	lost  map[string]int      // per node: activations stopped because their lease was taken
-	max   int
+	mu        sync.Mutex
+	live      map[string]int
+	where     map[string][]string // nodes that activated it, in order
+	lost      map[string]int      // per node: activations stopped because their lease was taken
+	takeovers map[string]int      // per node: take-overs of a failed node's leases
+	stopped   map[string]int      // per node: activations that ended, for any reason
+	max       int
 }
 
 func newLiveness() *liveness {
-	return &liveness{live: map[string]int{}, where: map[string][]string{}, lost: map[string]int{}}
+	return &liveness{live: map[string]int{}, where: map[string][]string{}, lost: map[string]int{}, takeovers: map[string]int{}, stopped: map[string]int{}}
 }
 
 func (l *liveness) hooks(node string) actor.Hooks {
@@ -142,6 +144,10 @@ func (l *liveness) hooks(node string) actor.Hooks {
 		case actor.HookInstanceLost:
 			l.live[e.Instance]--
 			l.lost[node]++
+		case actor.HookLeaseTakeover:
+			l.takeovers[node]++
+		case actor.HookInstanceStopped:
+			l.stopped[node]++
 		}
 	})
 }
@@ -283,6 +289,8 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 	b := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(waitMsg), NodeID: "b",
 		Cluster: net.node(), Hooks: l.hooks("b"), LeaseTTL: time.Second})
 	ctx := testutil.Ctx(t, 60*time.Second)
+	var parked parkCounter
+	b.SetRaceHooks(actor.RaceHooks{BeforePark: func(id string) { parked.inc(id) }})
 	var onB []actor.PID
 	for i := 0; len(onB) < 10; i++ {
 		id := fmt.Sprintf("dead-%d", i)
@@ -295,9 +303,10 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 		}
 		onB = append(onB, pid)
 	}
-	testutil.Eventually(t, 30*time.Second, "live on b", func() bool {
+	// Parked in Receive on b, not only launched.
+	testutil.Eventually(t, 30*time.Second, "parked on b", func() bool {
 		for _, pid := range onB {
-			if len(l.nodes(string(pid))) == 0 {
+			if len(l.nodes(string(pid))) == 0 || parked.get(string(pid)) == 0 {
 				return false
 			}
 		}
@@ -305,6 +314,14 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 	})
 	// b is cut off: it no longer hears wake-ups, and a is told it failed.
 	net.set([]string{"a"}, []string{"b"})
+	// Send once a has taken b's instances over: a Send that came first
+	// would still wake b, whose activation would read the message and be
+	// fenced at its write rather than stopped at its renewal.
+	testutil.Eventually(t, 30*time.Second, "a took over b's leases", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.takeovers["a"] > 0
+	})
 	for _, pid := range onB {
 		if err := a.Send(ctx, pid, "taken"); err != nil {
 			t.Fatal(err)
@@ -319,10 +336,12 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 		}
 	}
 	// b finds at its next renewal that its leases were taken, and stops
-	// the activations it still had, without writing.
+	// the activations it still had, without writing; one that a wake
+	// reached first is fenced at its write instead. Either way every
+	// activation on b ends, and none completed there (checked above).
 	testutil.Eventually(t, 30*time.Second, "b stopped its taken-over activations", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.lost["b"] == len(onB)
+		return l.stopped["b"] == len(onB) && l.lost["b"] > 0
 	})
 }
