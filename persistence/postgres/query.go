@@ -52,13 +52,7 @@ func (s *Store) HistoryRange(ctx context.Context, id string, fromSeq int64, limi
 	}
 	rows, _ := s.pool.Query(ctx, `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq LIMIT $3::bigint`, id, fromSeq, lim)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Event, error) {
-		var e persistence.Event
-		var at int64
-		err := row.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &e.Digest, &at)
-		e.At = fromNS(at)
-		return e, err
-	})
+	out, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read history %s: %w", id, err)
 	}

@@ -35,17 +35,21 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 		return nil, err
 	}
 	rows, _ := s.pool.Query(ctx, sqlHistory, id, fromSeq)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Event, error) {
-		var e persistence.Event
-		var at int64
-		err := row.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &e.Digest, &at)
-		e.At = fromNS(at)
-		return e, err
-	})
+	out, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read history %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// scanEvent reads one history row: seq, kind, name, ref, payload, error,
+// digest, at.
+func scanEvent(row pgx.CollectableRow) (persistence.Event, error) {
+	var e persistence.Event
+	var at int64
+	err := row.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &e.Digest, &at)
+	e.At = fromNS(at)
+	return e, err
 }
 
 // List reads instances ordered by ID.

@@ -80,21 +80,7 @@ func (s *Store) HistoryRange(ctx context.Context, id string, fromSeq int64, limi
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
 	}
-	defer rows.Close()
-	var out []persistence.Event
-	for rows.Next() {
-		var e persistence.Event
-		var at int64
-		if err := rows.Scan(&e.Seq, &e.Kind, &e.Name, &e.Ref, &e.Payload, &e.Error, &e.Digest, &at); err != nil {
-			return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
-		}
-		e.At = fromNS(at)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
-	}
-	return out, nil
+	return scanEvents(rows, id)
 }
 
 // Timers lists an instance's pending timers, earliest first.

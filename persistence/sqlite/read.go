@@ -40,6 +40,12 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
 	}
+	return scanEvents(rows, id)
+}
+
+// scanEvents reads history rows (seq, kind, name, ref, payload, error,
+// digest, at) of instance id and closes them.
+func scanEvents(rows *sql.Rows, id string) ([]persistence.Event, error) {
 	defer rows.Close()
 	var out []persistence.Event
 	for rows.Next() {
