@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -47,6 +48,13 @@ type Config struct {
 	// TimerHorizon is how far ahead timers are held in memory. Default 1
 	// minute, minimum 1s.
 	TimerHorizon time.Duration
+	// TimerWarmUp is how long before a durable timer is due its instance
+	// is activated, if it is passivated: its history is read and replayed
+	// ahead of time, so that the timer fires with a single commit and on
+	// time even when many come due at once. Default 1s, capped at half of
+	// PassivateAfter and of TimerHorizon; negative turns the warm-up off
+	// (a passivated instance is then activated when its timer is due).
+	TimerWarmUp time.Duration
 	// DurableBackoff is the shortest activity retry back-off that waits on a
 	// durable timer (surviving restarts, holding no goroutine once
 	// passivated) instead of sleeping in memory. Default 5s, minimum 1ms.
@@ -153,6 +161,9 @@ type System struct {
 	// consumer a queued message wakes (see compete.go).
 	queueSubs map[string][]string
 	queueRR   int
+	// claims holds the queued messages local consumers are claiming (see
+	// compete.go), so that they do not all race for the same rows.
+	claims claimSet
 
 	// races holds the points where tests fire events into the
 	// runtime's races (nil outside tests).
@@ -296,8 +307,13 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		s.cluster = cfg.Cluster
 		s.rebalanceCh = make(chan struct{}, 1)
 	}
-	svc, err := timers.New(timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
-		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.wake(t.Instance) }})
+	tc := timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
+		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.wake(t.Instance) }}
+	if cfg.TimerWarmUp >= 0 {
+		tc.Warm = func(t persistence.Timer) { s.warm(t.Instance) }
+		tc.WarmLead = min(cmp.Or(cfg.TimerWarmUp, time.Second), cfg.PassivateAfter/2)
+	}
+	svc, err := timers.New(tc)
 	if err != nil {
 		return nil, err
 	}
@@ -633,6 +649,19 @@ const (
 // cancel flag: it signals a live activation, starts one, or (in a cluster)
 // sends the wake to the instance's owner.
 func (s *System) wake(id string) { s.forward(s.poke(id, sigWake, fromHere)) }
+
+// warm activates id ahead of its timer (Config.TimerWarmUp) unless it is
+// live or starting already: a live activation fires its timers itself, and
+// a wake would only make it read its mailbox.
+func (s *System) warm(id string) {
+	s.mu.Lock()
+	_, live := s.acts[id]
+	_, busy := s.starting[id]
+	s.mu.Unlock()
+	if !live && !busy {
+		s.wake(id)
+	}
+}
 
 // wakeMany wakes ids, sending those owned elsewhere in one message per owner.
 func (s *System) wakeMany(ids []string) {

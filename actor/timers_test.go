@@ -696,3 +696,63 @@ func storedHistory(h []persistence.Event) []actor.HistoryEvent {
 	}
 	return out
 }
+
+// TestTimerWarmUp: a passivated sleeper is activated TimerWarmUp before its
+// timer is due (history replayed ahead of time), and the timer then fires
+// once, not early; with the warm-up off it is activated only by the timer.
+func TestTimerWarmUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		warmUp time.Duration
+	}{{"on", time.Second}, {"off", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			wf := actor.Workflow("warm-sleeper", func(ctx *actor.Context, d time.Duration) (time.Time, error) {
+				if err := ctx.Sleep(d); err != nil {
+					return time.Time{}, err
+				}
+				return ctx.Now(), nil
+			})
+			var mu sync.Mutex
+			var kinds []actor.HookKind
+			var at []time.Time
+			sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf),
+				PassivateAfter: 2 * time.Second, TimerWarmUp: tc.warmUp,
+				Hooks: hookFunc(func(e actor.HookEvent) {
+					switch e.Kind {
+					case actor.HookInstanceActivated, actor.HookInstancePassivated, actor.HookTimerFired:
+						mu.Lock()
+						kinds, at = append(kinds, e.Kind), append(at, time.Now())
+						mu.Unlock()
+					}
+				})})
+			ctx := testutil.Ctx(t, 60*time.Second)
+			pid, err := actor.Spawn(ctx, sys, wf, 4*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			woke, err := actor.Await(ctx, sys, wf, pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			due, _ := timerDue(t, inspect(t, sys, pid).History, "sleep:1")
+			if woke.Before(due) {
+				t.Fatalf("woke at %v, before due %v", woke, due)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []actor.HookKind{actor.HookInstanceActivated, actor.HookInstancePassivated, actor.HookInstanceActivated, actor.HookTimerFired}
+			if fmt.Sprint(kinds) != fmt.Sprint(want) {
+				t.Fatalf("hooks %v, want %v", kinds, want)
+			}
+			// The second activation: ahead of the due time with the
+			// warm-up (a second early, give or take a slow machine's
+			// second), at or after it without.
+			if early := at[2].Before(due); early != (tc.warmUp > 0) {
+				t.Fatalf("reactivated at %v, due %v: before due = %v, want %v", at[2], due, early, tc.warmUp > 0)
+			}
+			if at[3].Before(due) {
+				t.Fatalf("fired at %v, before due %v", at[3], due)
+			}
+		})
+	}
+}

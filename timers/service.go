@@ -50,6 +50,16 @@ type Config struct {
 	// BatchLimit is how many timers one load reads beyond those already
 	// held. Default 10,000.
 	BatchLimit int
+	// Warm, when set, is called (like Fire, from the service's goroutine;
+	// it must not block) WarmLead before each timer is due, so that the
+	// instance can be made ready ahead of time (activated, its history
+	// replayed) and the firing itself costs only its commit. A timer that
+	// has less than WarmLead left when it is scheduled or loaded is warmed
+	// at once. Fire is called at the due time all the same.
+	Warm func(persistence.Timer)
+	// WarmLead is how long before its due time a timer is warmed. Default
+	// 1 second; it is capped at half the Horizon.
+	WarmLead time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -60,8 +70,9 @@ type Service struct {
 	kick   chan struct{}
 	reload chan struct{}
 
-	mu sync.Mutex
-	h  timerHeap
+	mu   sync.Mutex
+	h    timerHeap // timers to fire
+	cold timerHeap // timers not warmed yet (with Config.Warm), to move to h
 	// known holds the due time of every timer in the heap, and of the
 	// timers fired since the last load: the store keeps a fired timer
 	// until its instance commits the fire, and a reload that reads it
@@ -105,6 +116,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BatchLimit <= 0 {
 		cfg.BatchLimit = 10000
 	}
+	if cfg.WarmLead <= 0 {
+		cfg.WarmLead = time.Second
+	}
+	cfg.WarmLead = min(cfg.WarmLead, cfg.Horizon/2)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -129,7 +144,7 @@ func (s *Service) Schedule(t persistence.Timer) {
 	}
 	// A timer already held or fired with this due time is not pushed
 	// again, and the heap may then be empty.
-	top := s.push(t) && s.h[0].Due.Equal(t.Due)
+	top := s.push(t) && s.next().Equal(s.nextOf(t))
 	s.mu.Unlock()
 	if top {
 		s.poke(s.kick)
@@ -144,7 +159,35 @@ func (s *Service) Reload() { s.poke(s.reload) }
 func (s *Service) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.h)
+	return len(s.h) + len(s.cold)
+}
+
+// lead is how long before its due time a timer is warmed.
+func (s *Service) lead() time.Duration {
+	if s.cfg.Warm == nil {
+		return 0
+	}
+	return s.cfg.WarmLead
+}
+
+// nextOf is when the service next acts on t: it warms it, or fires it.
+func (s *Service) nextOf(t persistence.Timer) time.Time {
+	return t.Due.Add(-s.lead())
+}
+
+// next is when the service next acts on a timer it holds (zero if none);
+// caller holds mu.
+func (s *Service) next() time.Time {
+	var t time.Time
+	if len(s.h) > 0 {
+		t = s.h[0].Due
+	}
+	if len(s.cold) > 0 {
+		if w := s.nextOf(s.cold[0]); t.IsZero() || w.Before(t) {
+			t = w
+		}
+	}
+	return t
 }
 
 func (s *Service) poke(c chan struct{}) {
@@ -162,7 +205,11 @@ func (s *Service) push(t persistence.Timer) bool {
 		return false
 	}
 	s.known[k] = entry{due: t.Due}
-	heap.Push(&s.h, t)
+	if s.cfg.Warm != nil {
+		heap.Push(&s.cold, t)
+	} else {
+		heap.Push(&s.h, t)
+	}
 	return true
 }
 
@@ -241,9 +288,11 @@ func (s *Service) Run(ctx context.Context) error {
 				// Not sooner than minReloadGap: a backlog of overdue
 				// timers whose fires are not yet committed reads the same
 				// batch again until they are.
+				// With Warm, the timers just past the horizon must be
+				// read a lead ahead of it, or they would be warmed late.
 				nextReload = now.Add(reloadEvery)
-				if s.horizon.Before(nextReload) {
-					nextReload = s.horizon
+				if edge := s.horizon.Add(-s.lead()); edge.Before(nextReload) {
+					nextReload = edge
 				}
 				if gap := now.Add(minReloadGap); nextReload.Before(gap) {
 					nextReload = gap
@@ -273,23 +322,31 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-s.reload:
 			nextReload = time.Time{}
 			s.mu.Lock()
-			for i := 0; i < len(s.h); {
-				if !s.cfg.Ownership.Owns(s.h[i].Instance) {
-					delete(s.known, key{s.h[i].Instance, s.h[i].ID})
-					heap.Remove(&s.h, i)
-					continue
+			for _, h := range []*timerHeap{&s.h, &s.cold} {
+				for i := 0; i < len(*h); {
+					if t := (*h)[i]; !s.cfg.Ownership.Owns(t.Instance) {
+						delete(s.known, key{t.Instance, t.ID})
+						heap.Remove(h, i)
+						continue
+					}
+					i++
 				}
-				i++
 			}
 			s.mu.Unlock()
 		}
 	}
 }
 
-// fireDue fires every timer due at or before now and returns the next due time.
+// fireDue warms every timer due within WarmLead of now, fires every timer
+// due at or before now, and returns when it has next to act.
 func (s *Service) fireDue(now time.Time) time.Time {
-	var fire []persistence.Timer
+	var warm, fire []persistence.Timer
 	s.mu.Lock()
+	for len(s.cold) > 0 && !s.nextOf(s.cold[0]).After(now) {
+		t := heap.Pop(&s.cold).(persistence.Timer)
+		heap.Push(&s.h, t)
+		warm = append(warm, t)
+	}
 	for len(s.h) > 0 && !s.h[0].Due.After(now) {
 		t := heap.Pop(&s.h).(persistence.Timer)
 		k := key{t.Instance, t.ID}
@@ -298,11 +355,11 @@ func (s *Service) fireDue(now time.Time) time.Time {
 		}
 		fire = append(fire, t)
 	}
-	var next time.Time
-	if len(s.h) > 0 {
-		next = s.h[0].Due
-	}
+	next := s.next()
 	s.mu.Unlock()
+	for _, t := range warm {
+		s.cfg.Warm(t)
+	}
 	for _, t := range fire {
 		s.cfg.Fire(t)
 	}

@@ -247,3 +247,123 @@ func TestScheduleAfterItFired(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// TestWarmsAheadOfFiring: with Warm set, each timer is warmed WarmLead
+// before it is due (at once when it has less left), and fired at its due
+// time, never before; the order of both follows the due times.
+func TestWarmsAheadOfFiring(t *testing.T) {
+	now := time.Now()
+	const lead = 150 * time.Millisecond
+	src := &fakeSource{ts: []persistence.Timer{
+		{Instance: "past", ID: "1", Due: now.Add(-time.Hour)},
+		{Instance: "b", ID: "1", Due: now.Add(600 * time.Millisecond)},
+		{Instance: "a", ID: "1", Due: now.Add(400 * time.Millisecond)},
+		{Instance: "far", ID: "1", Due: now.Add(time.Hour)},
+	}}
+	type call struct {
+		warm bool
+		t    persistence.Timer
+		at   time.Time
+	}
+	got := make(chan call, 20)
+	svc, err := New(Config{Source: src, Horizon: time.Minute, WarmLead: lead,
+		Warm: func(t persistence.Timer) { got <- call{true, t, time.Now()} },
+		Fire: func(t persistence.Timer) { got <- call{false, t, time.Now()} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	// Less than the lead left: warmed at once.
+	svc.Schedule(persistence.Timer{Instance: "c", ID: "1", Due: now.Add(100 * time.Millisecond)})
+
+	warmed := map[string]time.Time{}
+	var order []string
+	for len(order) < 8 {
+		var c call
+		select {
+		case c = <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("after %v: nothing more", order)
+		}
+		name := c.t.Instance
+		if c.warm {
+			if _, ok := warmed[name]; ok {
+				t.Fatalf("%s warmed twice", name)
+			}
+			warmed[name] = c.at
+			if early := c.t.Due.Sub(c.at); early > lead {
+				t.Fatalf("%s warmed %v before it is due, more than the lead %v", name, early, lead)
+			}
+			order = append(order, "w:"+name)
+			continue
+		}
+		if _, ok := warmed[name]; !ok {
+			t.Fatalf("%s fired before it was warmed", name)
+		}
+		if c.at.Before(c.t.Due) {
+			t.Fatalf("%s fired early", name)
+		}
+		order = append(order, "f:"+name)
+	}
+	// Fires follow the due times (c's place next to past varies: it may
+	// be scheduled before or after the first load).
+	var fires []string
+	for _, o := range order {
+		if name, ok := strings.CutPrefix(o, "f:"); ok && name != "c" {
+			fires = append(fires, name)
+		}
+	}
+	if got := strings.Join(fires, " "); got != "past a b" {
+		t.Fatalf("fired %s, want past a b (calls %v)", got, order)
+	}
+	select {
+	case c := <-got:
+		t.Fatalf("unexpected call for %+v (warm %v)", c.t, c.warm)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if n := svc.Pending(); n != 0 {
+		t.Fatalf("pending = %d; the far timer is beyond the horizon", n)
+	}
+}
+
+// TestWarmAcrossCutLoads: when loads are cut at BatchLimit, the next one
+// comes a warm lead before the horizon, so that the timers just past it
+// are still warmed well ahead (not at the moment they come due).
+func TestWarmAcrossCutLoads(t *testing.T) {
+	now := time.Now()
+	const lead, gap = time.Second, 100 * time.Millisecond
+	src := &fakeSource{}
+	for i := range 20 {
+		src.ts = append(src.ts, persistence.Timer{Instance: fmt.Sprintf("i%02d", i), ID: "1", Due: now.Add(1500*time.Millisecond + time.Duration(i)*gap)})
+	}
+	var mu sync.Mutex
+	ahead := map[string]time.Duration{}
+	fire, wait := collect()
+	svc, err := New(Config{Source: src, Fire: fire, Horizon: time.Hour, BatchLimit: 5, WarmLead: lead,
+		Warm: func(t persistence.Timer) {
+			mu.Lock()
+			ahead[t.Instance] = time.Until(t.Due)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, svc)
+	for k, n := range wait(t, 20) {
+		if n != 1 {
+			t.Errorf("%v fired %d times", k, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tm := range src.ts {
+		// A batch spans 500ms of due times: read at the horizon, the
+		// first timer past it would be warmed at most one gap ahead.
+		if a, ok := ahead[tm.Instance]; !ok || a < lead/2 {
+			t.Errorf("%s warmed %v ahead (warmed: %v), want about %v", tm.Instance, a, ok, lead)
+		}
+	}
+}
