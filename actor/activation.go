@@ -56,6 +56,10 @@ type activation struct {
 	consumed map[int64]bool   // messages consumed by pending
 	counters map[string]int   // deterministic call IDs per name
 	spread   int              // rotates the pick among competing messages
+	prefetch map[string]int   // competing channels subscribed with Prefetch: how many to take
+	// prefetched are messages this run claimed into its own mailbox
+	// (Prefetch) and has not received yet, in arrival order.
+	prefetched []persistence.Message
 
 	cmds     map[string]*command // unresolved commands by key
 	order    []*command          // unresolved commands in the order they were issued
@@ -137,6 +141,7 @@ func (a *activation) reset(inst persistence.Instance, hist []persistence.Event) 
 	a.history, a.pos, a.seq, a.live = hist, 0, int64(len(hist)), false
 	a.pending = persistence.Step{}
 	a.consumed, a.counters = map[int64]bool{}, map[string]int{}
+	a.prefetch, a.prefetched = map[string]int{}, nil
 	a.cmds, a.order, a.deferred, a.inflight = map[string]*command{}, nil, nil, 0
 	a.cancelled, a.comps, a.children, a.trapExits = false, nil, nil, false
 	a.index, a.locals = map[string]int{}, nil

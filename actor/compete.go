@@ -2,6 +2,8 @@ package actor
 
 import (
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nornlabs/norn/persistence"
 )
@@ -206,5 +208,110 @@ func (s *System) wakeCommitted(self string, res persistence.StepResult) {
 	s.wakeMany(woken)
 	for _, q := range res.Queued {
 		s.wakeQueued(q, nil)
+	}
+}
+
+// claimSet holds the competing messages (by seq) that this node's consumers
+// are claiming or have just claimed. A consumer skips those another holds:
+// the store still decides every claim, so this only keeps local consumers
+// from racing for one row (each lost race costs a failed step and a read).
+// An entry stays for claimGrace after its commit, for the reads that began
+// before it and still list the message as queued.
+type claimSet struct {
+	mu     sync.Mutex
+	by     map[int64]claimEntry
+	pruned time.Time
+}
+
+type claimEntry struct {
+	a    *activation
+	done time.Time // zero while the claim is in flight
+}
+
+const claimGrace = time.Second
+
+// heldFrom reports whether the entry keeps a from the message: another
+// activation claims it, or claimed it less than claimGrace ago. (A message
+// still queued after that was given back, by an unsubscribe or an end.)
+func (e claimEntry) heldFrom(a *activation, now time.Time) bool {
+	return e.a != a && (e.done.IsZero() || now.Sub(e.done) < claimGrace)
+}
+
+// unclaimed drops from msgs the queued messages another activation holds.
+func (cs *claimSet) unclaimed(a *activation, msgs []persistence.Message) []persistence.Message {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if len(cs.by) == 0 {
+		return msgs
+	}
+	out := msgs[:0:0]
+	now := time.Now()
+	for _, m := range msgs {
+		if e, ok := cs.by[m.Seq]; ok && m.Target == "" && e.heldFrom(a, now) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// hold takes m and what it can of claim for a; it fails if another took m
+// meanwhile, and leaves out of claim what others took.
+func (cs *claimSet) hold(a *activation, m persistence.Message, claim []persistence.Message) (bool, []persistence.Message) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.by == nil {
+		cs.by = map[int64]claimEntry{}
+	}
+	now := time.Now()
+	if len(cs.by) > 1024 && now.Sub(cs.pruned) > claimGrace/10 {
+		cs.pruned = now
+		for seq, e := range cs.by {
+			if !e.done.IsZero() && now.Sub(e.done) > claimGrace {
+				delete(cs.by, seq)
+			}
+		}
+	}
+	if e, ok := cs.by[m.Seq]; ok && e.heldFrom(a, now) {
+		return false, nil
+	}
+	cs.by[m.Seq] = claimEntry{a: a}
+	kept := claim[:0:0]
+	for _, c := range claim {
+		if e, ok := cs.by[c.Seq]; ok && e.heldFrom(a, now) {
+			continue
+		}
+		cs.by[c.Seq] = claimEntry{a: a}
+		kept = append(kept, c)
+	}
+	return true, kept
+}
+
+// release ends a's claim of m and claim: kept for claimGrace if it
+// committed, dropped at once if not (the messages are still queued).
+func (cs *claimSet) release(a *activation, m persistence.Message, claim []persistence.Message, committed bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	now := time.Now()
+	for _, c := range append(claim, m) {
+		if e, ok := cs.by[c.Seq]; ok && e.a == a {
+			if committed {
+				cs.by[c.Seq] = claimEntry{a: a, done: now}
+			} else {
+				delete(cs.by, c.Seq)
+			}
+		}
+	}
+}
+
+// forget drops a's entries: its claimed messages went back to the queue
+// (it unsubscribed or ended), where other consumers must see them at once.
+func (cs *claimSet) forget(a *activation) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for seq, e := range cs.by {
+		if e.a == a {
+			delete(cs.by, seq)
+		}
 	}
 }

@@ -207,11 +207,18 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 // with ErrChannelModeConflict if the channel has subscribers in another mode.
 // A broadcast subscriber receives only messages published after it
 // subscribed; a competing one also takes those already waiting in the
-// channel's queue (kept for at most Config.QueueRetention).
-func (c *Context) Subscribe(channel string, mode mailbox.Mode) error {
+// channel's queue (kept for at most Config.QueueRetention). Options:
+// mailbox.Prefetch, for a competing consumer to take several messages per
+// claim.
+func (c *Context) Subscribe(channel string, mode mailbox.Mode, opts ...mailbox.SubscribeOption) error {
 	a := c.a
 	if channel == "" || !mode.Valid() {
 		return fmt.Errorf("%w: subscribe to %q in mode %q (want broadcast, competing or direct)", ErrInvalidInput, channel, mode)
+	}
+	spec := mailbox.NewSubscribeSpec(opts...)
+	if spec.Prefetch < 0 || spec.Prefetch > mailbox.MaxPrefetch || spec.Prefetch > 1 && mode != mailbox.Competing {
+		return fmt.Errorf("%w: prefetch %d on %q in mode %q (want 1 to %d, and the competing mode)", ErrInvalidInput,
+			spec.Prefetch, channel, mode, mailbox.MaxPrefetch)
 	}
 	if err := validID("channel", channel); err != nil {
 		return err
@@ -222,7 +229,12 @@ func (c *Context) Subscribe(channel string, mode mailbox.Mode) error {
 				p.Subscribe = append(p.Subscribe, persistence.Subscription{Channel: channel, Mode: mode})
 			})
 	})
-	return a.eventError(e)
+	err := a.eventError(e)
+	if err == nil && spec.Prefetch > 1 {
+		// Not history: how this run takes its messages.
+		a.prefetch[channel] = spec.Prefetch
+	}
+	return err
 }
 
 // Unsubscribe stops receiving a channel's messages; copies already in the
@@ -236,6 +248,9 @@ func (c *Context) Unsubscribe(channel string) {
 		a.pending.Unsubscribe = append(a.pending.Unsubscribe, channel)
 		return a.recordNow(persistence.Event{Kind: EventUnsubscribed, Name: channel})
 	})
+	// Messages prefetched from it go back to its queue with the step.
+	delete(a.prefetch, channel)
+	a.dropPrefetched(channel)
 }
 
 // DefaultVersion is what Version returns where history was written by code

@@ -504,14 +504,20 @@ func (a *activation) restore(m mark) {
 
 func (a *activation) pendingEmpty() bool {
 	p := &a.pending
-	return len(p.History) == 0 && len(p.Consume) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
+	return len(p.History) == 0 && len(p.Consume) == 0 && len(p.Claim) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
 		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == ""
 }
 
 // commit applies the pending step and returns the store's error.
 func (a *activation) commit() error {
+	_, err := a.commitResult()
+	return err
+}
+
+// commitResult is commit, with the store's result.
+func (a *activation) commitResult() (persistence.StepResult, error) {
 	if a.pendingEmpty() {
-		return nil
+		return persistence.StepResult{}, nil
 	}
 	if a.replayOnly {
 		panic(replayDone{})
@@ -520,12 +526,19 @@ func (a *activation) commit() error {
 	step.Instance, step.Epoch = a.id, a.epoch
 	res, err := a.sys.store.Apply(a.sys.ctx, step)
 	if err != nil {
-		return err
+		return res, err
 	}
 	a.pending = persistence.Step{}
 	clear(a.consumed)
+	if len(a.prefetch) > 0 || len(step.Unsubscribe) > 0 {
+		if step.Status.Terminal() || len(step.Unsubscribe) > 0 {
+			// Before the wakes: the consumers woken for the messages
+			// given back must not skip them as claimed here.
+			a.sys.claims.forget(a)
+		}
+	}
 	a.sys.afterCommit(a.id, &step, res)
-	return nil
+	return res, nil
 }
 
 // flush commits the pending step; a failure unwinds the workflow goroutine

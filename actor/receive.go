@@ -107,22 +107,33 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 // order they were issued) and for linked children's failures. It records
 // what it consumes and reports whether anything was resolved.
 func (a *activation) scanMail(recv []*command) bool {
-	for limit := mailboxPage; ; limit *= 8 {
-		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, limit)
+	if a.takePrefetched(recv) {
+		return true
+	}
+	for limit := a.mailboxPage(); ; limit *= 8 {
+		all, err := a.sys.store.Mailbox(a.sys.ctx, a.id, limit)
 		if err != nil {
 			a.fail(err)
 		}
-		a.checkLinks(recv, msgs)
+		a.checkLinks(recv, all)
+		msgs := a.sys.claims.unclaimed(a, all)
 		for _, c := range recv {
 			if c.done {
 				continue
 			}
-			m, more, ok := a.pick(c.recv, msgs)
+			m, cands, ok := a.pick(c.recv, msgs)
 			if !ok {
 				continue
 			}
-			if a.consume(c, m) {
-				if more {
+			claim := a.claimable(m, cands)
+			if m.Target == "" {
+				var held bool
+				if held, claim = a.sys.claims.hold(a, m, claim); !held {
+					return a.scanMail(recv) // another consumer here took it first
+				}
+			}
+			if a.consumeHeld(c, m, claim) {
+				if len(cands) > 1+len(claim) || len(claim) > 0 && len(all) >= limit {
 					// More waiting than this consumer takes: wake the next.
 					a.sys.chainQueued(a, m.Channel)
 				}
@@ -131,15 +142,89 @@ func (a *activation) scanMail(recv []*command) bool {
 			// A competing message another consumer took first: look again.
 			return a.scanMail(recv)
 		}
-		if len(msgs) < limit || limit >= mailboxScanMax {
+		if len(all) < limit || limit >= mailboxScanMax {
 			return false
 		}
 	}
 }
 
-// consume records the receive of m by c. A competing message is ours only
-// once the claim commits; it reports false if another consumer won.
-func (a *activation) consume(c *command, m persistence.Message) bool {
+// consumeHeld is consume of a message held in the node's claim set, which
+// it releases however consume ends (a failed step unwinds with a panic).
+func (a *activation) consumeHeld(c *command, m persistence.Message, claim []persistence.Message) (ok bool) {
+	if m.Target != "" {
+		return a.consume(c, m, claim)
+	}
+	defer func() { a.sys.claims.release(a, m, claim, ok) }()
+	return a.consume(c, m, claim)
+}
+
+// mailboxPage is the first read of a scan: enough for the largest prefetch.
+func (a *activation) mailboxPage() int {
+	n := mailboxPage
+	for _, p := range a.prefetch {
+		n = max(n, p)
+	}
+	return n
+}
+
+// claimable lists the competing messages to claim ahead with m (Prefetch):
+// the other candidates of m's channel, up to the prefetch less one.
+func (a *activation) claimable(m persistence.Message, cands []persistence.Message) []persistence.Message {
+	n := a.prefetch[m.Channel] - 1
+	if m.Target != "" || n <= 0 {
+		return nil
+	}
+	var out []persistence.Message
+	for _, c := range cands {
+		if c.Seq != m.Seq && c.Channel == m.Channel && len(out) < n {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// takePrefetched serves the first receive, in issue order, that names the
+// channel of a prefetched message, without reading the store: the
+// instance's messages on a competing channel are exactly those it claimed
+// (nobody can send to it there), so the first prefetched match is the
+// first match in its mailbox but for messages still queued, among which a
+// competing consumer has no order to keep.
+func (a *activation) takePrefetched(recv []*command) bool {
+	if len(a.prefetched) == 0 {
+		return false
+	}
+	for _, c := range recv {
+		if c.done || !c.recv.spec.HasChannel || a.prefetch[c.recv.spec.Channel] == 0 {
+			continue
+		}
+		for i, m := range a.prefetched {
+			if m.Channel != c.recv.spec.Channel || !c.recv.matches(mailbox.FromStored(m)) {
+				continue
+			}
+			a.prefetched = append(a.prefetched[:i:i], a.prefetched[i+1:]...)
+			a.consume(c, m, nil)
+			return true
+		}
+	}
+	return false
+}
+
+// dropPrefetched forgets the prefetched messages of channel: an
+// unsubscribe puts them back in its queue.
+func (a *activation) dropPrefetched(channel string) {
+	kept := a.prefetched[:0:0]
+	for _, m := range a.prefetched {
+		if m.Channel != channel {
+			kept = append(kept, m)
+		}
+	}
+	a.prefetched = kept
+}
+
+// consume records the receive of m by c, claiming claim ahead with it. A
+// competing message is ours only once the claim commits; it reports false
+// if another consumer won.
+func (a *activation) consume(c *command, m persistence.Message, claim []persistence.Message) bool {
 	mk := a.mark()
 	msg := mailbox.FromStored(m)
 	b, _ := json.Marshal(msg)
@@ -150,13 +235,18 @@ func (a *activation) consume(c *command, m persistence.Message) bool {
 		a.pending.CancelTimers = append(a.pending.CancelTimers, c.recv.id)
 	}
 	if m.Target == "" {
-		if err := a.commit(); err != nil {
+		for _, cm := range claim {
+			a.pending.Claim = append(a.pending.Claim, cm.Seq)
+		}
+		res, err := a.commitResult()
+		if err != nil {
 			if errors.Is(err, persistence.ErrMessageGone) {
 				a.restore(mk)
 				return false
 			}
 			a.fail(err)
 		}
+		a.keepClaimed(claim, res.Claimed)
 		// The commit emptied pending: resolve from the event as recorded.
 		a.apply(c, persistence.Event{Kind: EventReceived, Name: c.recv.id, Ref: m.ID, Payload: b})
 	} else {
@@ -164,6 +254,24 @@ func (a *activation) consume(c *command, m persistence.Message) bool {
 	}
 	a.hook(HookEvent{Kind: HookMessageConsumed, Name: msg.Channel, Ref: msg.ID})
 	return true
+}
+
+// keepClaimed adds the messages of claim that the store moved (claimed, by
+// seq) to the prefetched ones, now addressed to this instance.
+func (a *activation) keepClaimed(claim []persistence.Message, claimed []int64) {
+	if len(claimed) == 0 {
+		return
+	}
+	got := make(map[int64]bool, len(claimed))
+	for _, seq := range claimed {
+		got[seq] = true
+	}
+	for _, m := range claim {
+		if got[m.Seq] {
+			m.Target = a.id
+			a.prefetched = append(a.prefetched, m)
+		}
+	}
 }
 
 // receiveTimeouts starts the timeout of waited-for receives that found
@@ -196,30 +304,38 @@ func (a *activation) receiveTimeouts(recv []*command) bool {
 
 // pick chooses the message to consume: the first match in arrival order,
 // except that among waiting competing messages it takes one of the first few
-// so that parallel consumers spread out instead of racing for one row. more
-// says that other competing messages it would take wait as well.
-func (a *activation) pick(r *receiveCall, msgs []persistence.Message) (m persistence.Message, more, ok bool) {
-	var cands []persistence.Message
+// so that parallel consumers spread out instead of racing for one row. cands
+// are those competing messages (as many as its channel's prefetch, if
+// more): the others may be claimed ahead or wait for other consumers.
+func (a *activation) pick(r *receiveCall, msgs []persistence.Message) (m persistence.Message, cands []persistence.Message, ok bool) {
+	limit := competingSpread
 	for _, m := range msgs {
 		if a.consumed[m.Seq] || !r.matches(mailbox.FromStored(m)) {
 			continue
 		}
 		if m.Target != "" && len(cands) == 0 {
-			return m, false, true
+			return m, nil, true
 		}
 		if m.Target != "" {
 			break
 		}
+		if len(cands) == 0 {
+			limit = max(limit, a.prefetch[m.Channel])
+		}
 		cands = append(cands, m)
-		if len(cands) == competingSpread {
+		if len(cands) == limit {
 			break
 		}
 	}
 	if len(cands) == 0 {
-		return persistence.Message{}, false, false
+		return persistence.Message{}, nil, false
+	}
+	if a.prefetch[cands[0].Channel] > 1 {
+		// It takes them all: the first, and the others ahead.
+		return cands[0], cands, true
 	}
 	a.spread++
-	return cands[(int(hashString(a.id))+a.spread)%len(cands)], len(cands) > 1, true
+	return cands[(int(hashString(a.id))+a.spread)%len(cands)], cands, true
 }
 
 func hashString(s string) uint32 {

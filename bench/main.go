@@ -31,6 +31,7 @@ type options struct {
 	M          int  // messages (pingpong round trips, queue, fanout)
 	P          int  // queue consumers
 	Publishers int  // queue publishers
+	Prefetch   int  // queue: mailbox.Prefetch of each consumer
 	Backlog    bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
 	S          int  // fanout subscribers
 	K          int  // timers instances
@@ -184,6 +185,7 @@ func run() int {
 	fs.IntVar(&o.M, "m", 0, "messages: pingpong and crosspingpong round trips (2000), queue messages (10000), fanout messages (200)")
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
+	fs.IntVar(&o.Prefetch, "prefetch", 1, "queue: messages each consumer takes per claim (mailbox.Prefetch; 1: one at a time)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers; outbox: emit all events before starting the relayer (measures draining)")
 	fs.IntVar(&o.S, "s", 0, "fanout: subscribers (100)")
 	fs.IntVar(&o.Clients, "clients", 0, "ingress: concurrent HTTP clients (16)")

@@ -13,8 +13,9 @@ import (
 )
 
 type consumerInput struct {
-	Channel string
-	Index   int
+	Channel  string
+	Index    int
+	Prefetch int
 }
 
 // queueSide is the benchmark-only side channel of the queue workload (see
@@ -29,7 +30,7 @@ type queueSide struct {
 
 func consumerWorkflow(side *queueSide) *actor.WorkflowDef[consumerInput, int] {
 	return actor.Workflow("consumer", func(ctx *actor.Context, in consumerInput) (int, error) {
-		if err := ctx.Subscribe(in.Channel, mailbox.Competing); err != nil {
+		if err := ctx.Subscribe(in.Channel, mailbox.Competing, mailbox.Prefetch(in.Prefetch)); err != nil {
 			return 0, err
 		}
 		side.subscribed.mark(in.Index)
@@ -70,7 +71,7 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 		pids := make([]actor.PID, p)
 		for i := range p {
 			var err error
-			if pids[i], err = actor.Spawn(ctx, nd.sys, wf, consumerInput{Channel: channel, Index: i}); err != nil {
+			if pids[i], err = actor.Spawn(ctx, nd.sys, wf, consumerInput{Channel: channel, Index: i, Prefetch: r.opts.Prefetch}); err != nil {
 				return nil, err
 			}
 		}
@@ -187,8 +188,8 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	if r.opts.Backlog {
 		mode = "drain of a full queue; "
 	}
-	res.Extra = fmt.Sprintf("%spublish→consume; %d consumers, %d publishers; publish %s msg/s; max %s; store check: %d dup, %d lost",
-		mode, p, pubs, fmtRate(rate(m, published)), fmtDur(l.Max), dup, lost)
+	res.Extra = fmt.Sprintf("%spublish→consume; %d consumers (prefetch %d), %d publishers; publish %s msg/s; max %s; store check: %d dup, %d lost",
+		mode, p, max(1, r.opts.Prefetch), pubs, fmtRate(rate(m, published)), fmtDur(l.Max), dup, lost)
 	if unconsumed > 0 {
 		res.Extra += fmt.Sprintf(" (%d unconsumed, %d of them still queued)", unconsumed, waiting)
 	}

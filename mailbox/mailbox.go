@@ -101,6 +101,43 @@ func Match(fn func(Message) bool) Filter {
 // Timeout gives up after d with ErrTimeout (a durable timer: it survives restarts).
 func Timeout(d time.Duration) Filter { return filterFunc(func(s *Spec) { s.Timeout = d }) }
 
+// MaxPrefetch bounds Prefetch.
+const MaxPrefetch = 64
+
+// SubscribeOption tunes a subscription (actor.Context.Subscribe).
+type SubscribeOption interface{ applySub(*SubscribeSpec) }
+
+type subOptionFunc func(*SubscribeSpec)
+
+func (f subOptionFunc) applySub(s *SubscribeSpec) { f(s) }
+
+// SubscribeSpec is a set of subscription options.
+type SubscribeSpec struct {
+	Prefetch int // 0 or 1: one message at a time
+}
+
+// NewSubscribeSpec combines options.
+func NewSubscribeSpec(opts ...SubscribeOption) SubscribeSpec {
+	var s SubscribeSpec
+	for _, o := range opts {
+		if o != nil {
+			o.applySub(&s)
+		}
+	}
+	return s
+}
+
+// Prefetch lets a competing consumer take up to n waiting messages of the
+// channel at once (at most MaxPrefetch): the receive that claims the first
+// also moves up to n-1 more into the consumer's own mailbox in the same
+// commit, and the receives that follow take them without another claim
+// and without reading the store. Messages are still received one by one
+// and recorded as usual; those not yet received go back to the queue when
+// the consumer unsubscribes or ends. It suits short handlers: behind a slow
+// one, the prefetched messages wait while other consumers may be idle.
+// Only for the Competing mode.
+func Prefetch(n int) SubscribeOption { return subOptionFunc(func(s *SubscribeSpec) { s.Prefetch = n }) }
+
 // Matches reports whether m passes every filter. Messages on the runtime's
 // own channels (DownChannel) match only a receive that names the channel, so
 // that a catch-all receive never swallows a Down.

@@ -207,6 +207,13 @@ type Step struct {
 	// Consume removes these messages (by Seq) from the mailbox; if any is
 	// already gone the step fails with ErrMessageGone.
 	Consume []int64
+	// Claim moves these messages (by Seq) from the queue of a competing
+	// channel into the instance's own mailbox, where its later receives
+	// take them without racing other consumers (prefetch). Those another
+	// consumer took first are skipped (StepResult.Claimed lists the moved
+	// ones). Claimed messages go back to their queue when the instance
+	// unsubscribes from their channel or ends. Applied after Consume.
+	Claim []int64
 	// Send adds messages.
 	Send []NewMessage
 	// Subscribe and Unsubscribe change channel subscriptions.
@@ -345,6 +352,9 @@ type StepResult struct {
 	// Duplicates lists the IDs of Dedupe messages that were skipped because
 	// their ID had been used before.
 	Duplicates []string
+	// Claimed lists the messages of Step.Claim that were moved, in the
+	// order given.
+	Claimed []int64
 }
 
 // QueuedMessage is a message published on a channel with competing

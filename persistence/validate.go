@@ -207,6 +207,9 @@ func (s *Step) Validate() error {
 	for i, ch := range s.Unsubscribe {
 		v.id("Unsubscribe", i, "", ch)
 	}
+	if len(s.Claim) > 0 && s.Instance == "" && s.Create == nil {
+		v.fail("Claim", -1, "", "set without an Instance to claim for")
+	}
 	for i := range s.AddTimers {
 		v.id("AddTimers", i, "ID", s.AddTimers[i].ID)
 	}

@@ -72,6 +72,8 @@ const (
 	sqlAddTimer       = "norn_add_timer"
 	sqlEndInstance    = "norn_end_instance"
 	sqlDropMailbox    = "norn_drop_mailbox"
+	sqlClaim          = "norn_claim"
+	sqlUnclaim        = "norn_unclaim"
 	sqlNotify         = "norn_notify"
 	sqlAsyncCommit    = "norn_async_commit"
 	sqlEmit           = "norn_emit"
@@ -236,6 +238,19 @@ var statements = map[string]string{
 	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text)
 		DELETE FROM timers WHERE instance_id = $1::text`,
 	sqlDropMailbox: `DELETE FROM messages WHERE target = $1::text`,
+	// $1 instance, $2 seqs: the queued messages to move into its mailbox.
+	// A message another transaction is consuming or claiming is skipped,
+	// not waited for: a claim is best effort.
+	sqlClaim: `WITH c AS (UPDATE messages SET target = $1::text, claimed = true WHERE seq IN (
+			SELECT seq FROM messages WHERE seq = ANY($2::bigint[]) AND target IS NULL FOR UPDATE SKIP LOCKED)
+		RETURNING seq)
+		SELECT seq FROM c`,
+	// $1 instance, $2 channel ('' for all): its claimed messages go back to
+	// their queues; each with the channel's competing subscribers, to wake.
+	sqlUnclaim: `WITH r AS (UPDATE messages SET target = NULL, claimed = false
+			WHERE target = $1::text AND claimed AND ($2::text = '' OR channel = $2::text) RETURNING channel, type)
+		SELECT r.channel, r.type, COALESCE((SELECT array_agg(s.instance_id ORDER BY s.instance_id) FROM subscriptions s
+			WHERE s.channel = r.channel AND s.mode = 'competing'), '{}') FROM r`,
 	// $1 id, $2 instance, $3 type, $4 data, $5 time: due at once. An ID
 	// already in the outbox is the same event emitted again (a step retried
 	// after its commit was not acknowledged): the first stays. The insert

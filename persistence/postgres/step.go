@@ -113,6 +113,41 @@ func (s *Store) compile(r *writeReq) []op {
 				return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq), nil
 			}})
 	}
+	if len(step.Claim) > 0 {
+		add(op{label: "claim messages", name: sqlClaim, args: []any{id, step.Claim},
+			read: func(br pgx.BatchResults) error {
+				rows, _ := br.Query()
+				for rows.Next() {
+					var seq int64
+					if err := rows.Scan(&seq); err != nil {
+						rows.Close()
+						return err
+					}
+					r.res.Claimed = append(r.res.Claimed, seq)
+				}
+				rows.Close()
+				return rows.Err()
+			}})
+	}
+	unclaim := func(channel string) {
+		add(op{label: "return claimed messages", name: sqlUnclaim, args: []any{id, channel},
+			read: func(br pgx.BatchResults) error {
+				rows, _ := br.Query()
+				for rows.Next() {
+					var q persistence.QueuedMessage
+					if err := rows.Scan(&q.Channel, &q.Type, &q.Subscribers); err != nil {
+						rows.Close()
+						return err
+					}
+					if len(q.Subscribers) > 0 {
+						r.res.Woken = append(r.res.Woken, q.Subscribers...)
+						r.res.Queued = append(r.res.Queued, q)
+					}
+				}
+				rows.Close()
+				return rows.Err()
+			}})
+	}
 	for _, sub := range step.Subscribe {
 		// The channel lock (taken at the start of the batch, see
 		// batchLocks) makes the mode check and the insert one atomic act
@@ -124,6 +159,7 @@ func (s *Store) compile(r *writeReq) []op {
 	}
 	for _, ch := range step.Unsubscribe {
 		add(op{label: "unsubscribe", name: sqlUnsubscribe, args: []any{id, ch}})
+		unclaim(ch)
 	}
 	for i, m := range step.Send {
 		if r.used[i] {
@@ -238,6 +274,7 @@ func (s *Store) compile(r *writeReq) []op {
 	if step.Status.Terminal() {
 		lock(true, s.instLocks, id)
 		add(op{label: "release ended instance", name: sqlEndInstance, args: []any{id}})
+		unclaim("")
 		add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{id}})
 	}
 	return ops

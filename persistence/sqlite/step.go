@@ -35,6 +35,7 @@ type stmts struct {
 	dropSubs       *sql.Stmt
 	dropTimers     *sql.Stmt
 	dropMail       *sql.Stmt
+	claimMessage   *sql.Stmt
 	insertOutbox   *sql.Stmt
 	release        *sql.Stmt
 	rollbackTo     *sql.Stmt
@@ -109,6 +110,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.dropSubs = p(`DELETE FROM subscriptions WHERE instance_id = ?`)
 	st.dropTimers = p(`DELETE FROM timers WHERE instance_id = ?`)
 	st.dropMail = p(`DELETE FROM messages WHERE target = ?`)
+	st.claimMessage = p(`UPDATE messages SET target = ?, claimed = 1 WHERE seq = ? AND target IS NULL`)
 	// An ID already in the outbox is the same event emitted again (a step
 	// retried after its commit was not acknowledged): keep the first.
 	st.insertOutbox = p(`INSERT INTO outbox (id, instance, type, data, created_at, status, next_attempt)
@@ -121,7 +123,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
-		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox)
+		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
+		st.claimMessage)
 }
 
 // Apply commits one step; concurrent calls share commits.
@@ -251,18 +254,39 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 			}
 		}
 	}
+	if len(step.Claim) > 0 {
+		claim := tx.Stmt(s.st.claimMessage)
+		for _, seq := range step.Claim {
+			r, err := claim.Exec(id, seq)
+			if err != nil {
+				return fmt.Errorf("sqlite: claim message: %w", err)
+			}
+			if n, _ := r.RowsAffected(); n > 0 {
+				res.Claimed = append(res.Claimed, seq)
+			}
+		}
+	}
 	for _, sub := range step.Subscribe {
 		if err := s.subscribe(tx, id, sub); err != nil {
 			return err
 		}
 	}
+	var ss *sendState
 	for _, ch := range step.Unsubscribe {
 		if _, err := tx.Exec(`DELETE FROM subscriptions WHERE instance_id = ? AND channel = ?`, id, ch); err != nil {
 			return fmt.Errorf("sqlite: unsubscribe: %w", err)
 		}
+		if ss == nil {
+			ss = &sendState{}
+		}
+		if err := s.unclaim(tx, ss, id, ch, res); err != nil {
+			return err
+		}
 	}
 	if len(step.Send) > 0 {
-		ss := &sendState{}
+		if ss == nil {
+			ss = &sendState{}
+		}
 		for _, m := range step.Send {
 			if err := s.send(tx, ss, m, now, res); err != nil {
 				return err
@@ -308,11 +332,56 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		}
 	}
 	if step.Status.Terminal() {
-		for _, q := range []*sql.Stmt{s.st.dropSubs, s.st.dropTimers, s.st.dropMail} {
+		for _, q := range []*sql.Stmt{s.st.dropSubs, s.st.dropTimers} {
 			if _, err := tx.Stmt(q).Exec(id); err != nil {
 				return fmt.Errorf("sqlite: release ended instance: %w", err)
 			}
 		}
+		if ss == nil {
+			ss = &sendState{}
+		}
+		if err := s.unclaim(tx, ss, id, "", res); err != nil {
+			return err
+		}
+		if _, err := tx.Stmt(s.st.dropMail).Exec(id); err != nil {
+			return fmt.Errorf("sqlite: release ended instance: %w", err)
+		}
+	}
+	return nil
+}
+
+// unclaim puts the messages id claimed (Step.Claim) back in their queues,
+// those of channel only unless it is "", and lists them in res as queued,
+// to wake a remaining consumer each.
+func (s *Store) unclaim(tx *sql.Tx, ss *sendState, id, channel string, res *persistence.StepResult) error {
+	rows, err := tx.Query(`UPDATE messages SET target = NULL, claimed = 0
+		WHERE target = ?1 AND claimed = 1 AND (?2 = '' OR channel = ?2) RETURNING channel, type`, id, channel)
+	if err != nil {
+		return fmt.Errorf("sqlite: return claimed messages: %w", err)
+	}
+	var back []persistence.QueuedMessage
+	for rows.Next() {
+		var q persistence.QueuedMessage
+		if err := rows.Scan(&q.Channel, &q.Type); err != nil {
+			rows.Close()
+			return fmt.Errorf("sqlite: return claimed messages: %w", err)
+		}
+		back = append(back, q)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("sqlite: return claimed messages: %w", err)
+	}
+	for _, q := range back {
+		cs, err := s.channelSubs(tx, ss, q.Channel)
+		if err != nil {
+			return err
+		}
+		if cs.mode != persistence.Competing {
+			continue // nobody consumes it now: it waits in the queue
+		}
+		q.Subscribers = cs.ids
+		res.Woken = append(res.Woken, cs.ids...)
+		res.Queued = append(res.Queued, q)
 	}
 	return nil
 }

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Factory) {
 		{"ConcurrentSteps", testConcurrentSteps},
 		{"CompetingRace", testCompetingRace},
 		{"CompetingQueues", testCompetingQueues},
+		{"Claim", testClaim},
 		{"EventDigest", testDigest},
 		{"MessageType", testMessageType},
 		{"Dedupe", testDedupe},

@@ -1,0 +1,215 @@
+package actor_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/mailbox"
+)
+
+// prefetcher takes one job with Prefetch(4) and waits for a plain "go"
+// before it ends: the three it claimed ahead sit in its mailbox meanwhile.
+var prefetcher = actor.Workflow("prefetcher", func(ctx *actor.Context, _ int) (int, error) {
+	if err := ctx.Subscribe("jobs", mailbox.Competing, mailbox.Prefetch(4)); err != nil {
+		return 0, err
+	}
+	m, err := actor.Receive[int](ctx, mailbox.OnChannel("jobs"))
+	if err != nil {
+		return 0, err
+	}
+	if _, err := actor.Receive[string](ctx, mailbox.OnChannel("")); err != nil {
+		return 0, err
+	}
+	return m.Value, nil
+})
+
+// watcher subscribes to jobs but takes none: its mailbox lists what
+// waits in the queue, not what another consumer claimed.
+var watcher = actor.Workflow("watcher", func(ctx *actor.Context, _ int) (int, error) {
+	if err := ctx.Subscribe("jobs", mailbox.Competing); err != nil {
+		return 0, err
+	}
+	_, err := actor.Receive[string](ctx, mailbox.OnChannel(""))
+	return 0, err
+})
+
+// collector takes n jobs, one at a time, and returns them.
+var collector = actor.Workflow("collector", func(ctx *actor.Context, in struct{ N, Prefetch int }) ([]int, error) {
+	if err := ctx.Subscribe("jobs", mailbox.Competing, mailbox.Prefetch(in.Prefetch)); err != nil {
+		return nil, err
+	}
+	var got []int
+	for range in.N {
+		m, err := actor.Receive[int](ctx, mailbox.OnChannel("jobs"))
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, m.Value)
+	}
+	return got, nil
+})
+
+// TestPrefetchClaimsAheadAndGivesBack: a consumer with Prefetch(4) claims
+// three jobs ahead with its first; they wait in its mailbox, not in the
+// queue, and go back to the queue when it ends, where another consumer
+// takes them: every job is received once.
+func TestPrefetchClaimsAheadAndGivesBack(t *testing.T) {
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)),
+		Workflows: actor.Register(prefetcher, collector, watcher), RecoveryInterval: time.Hour, PassivateAfter: time.Hour})
+	ctx := testutil.Ctx(t, 60*time.Second)
+	for i := range 10 {
+		if _, err := sys.Publish(ctx, "jobs", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wpid, err := actor.Spawn(ctx, sys, watcher, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := actor.Spawn(ctx, sys, prefetcher, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobsIn := func(pid actor.PID) []int64 {
+		ms, err := sys.Mailbox(ctx, pid, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for _, m := range ms {
+			if m.Channel == "jobs" {
+				seqs = append(seqs, m.Seq)
+			}
+		}
+		return seqs
+	}
+	// One received, three claimed ahead: six left in the queue.
+	testutil.Eventually(t, 30*time.Second, "three jobs claimed ahead", func() bool { return len(jobsIn(wpid)) == 6 })
+	if n := len(jobsIn(pid)); n != 9 {
+		t.Fatalf("the prefetcher's mailbox holds %d jobs, want the 3 it claimed and the 6 queued", n)
+	}
+	if err := sys.Send(ctx, pid, "go"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := actor.Await(ctx, sys, prefetcher, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(jobsIn(wpid)); n != 9 {
+		t.Fatalf("%d jobs in the queue after the prefetcher ended, want 9", n)
+	}
+	// The rest, including the three given back, go to a plain consumer.
+	cpid, err := actor.Spawn(ctx, sys, collector, struct{ N, Prefetch int }{9, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, err := actor.Await(ctx, sys, collector, cpid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]int{first}, rest...)
+	slices.Sort(all)
+	if got := fmt.Sprint(all); got != "[0 1 2 3 4 5 6 7 8 9]" {
+		t.Fatalf("jobs received %s, want each of 0..9 once", got)
+	}
+}
+
+// TestPrefetchAcrossRestart: consumers with Prefetch(8) share 200 jobs;
+// the node is stopped while they run (claims ahead in their mailboxes) and
+// started again on the same file: every job is received exactly once.
+func TestPrefetchAcrossRestart(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	consumed := make(chan struct{}, 1000)
+	cfg := actor.Config{Store: st, Workflows: actor.Register(collector), RecoveryInterval: time.Hour, PassivateAfter: time.Hour,
+		Hooks: hookFunc(func(e actor.HookEvent) {
+			if e.Kind == actor.HookMessageConsumed {
+				select {
+				case consumed <- struct{}{}:
+				default: // after the restart nobody counts
+				}
+			}
+		})}
+	sys := testutil.StartNode(t, cfg)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	const consumers, per = 4, 50
+	var pids []actor.PID
+	for range consumers {
+		pid, err := actor.Spawn(ctx, sys, collector, struct{ N, Prefetch int }{per, 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	for i := range consumers * per {
+		if _, err := sys.Publish(ctx, "jobs", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 {
+		<-consumed
+	}
+	sys, _ = restartNode(t, sys, st, path, cfg)
+	var all []int
+	for _, pid := range pids {
+		got, err := actor.Await(ctx, sys, collector, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+	}
+	slices.Sort(all)
+	for i, v := range all {
+		if v != i {
+			t.Fatalf("jobs received %v, want each of 0..%d once", all, consumers*per-1)
+		}
+	}
+	if len(all) != consumers*per {
+		t.Fatalf("%d jobs received, want %d", len(all), consumers*per)
+	}
+}
+
+// TestPrefetchOptionChecked: Prefetch outside 1..MaxPrefetch, or on a mode
+// other than competing, is refused with ErrInvalidInput.
+func TestPrefetchOptionChecked(t *testing.T) {
+	wf := actor.Workflow("bad-prefetch", func(ctx *actor.Context, in struct {
+		Mode mailbox.Mode
+		N    int
+	}) (string, error) {
+		err := ctx.Subscribe(fmt.Sprintf("chan-%s-%d", in.Mode, in.N), in.Mode, mailbox.Prefetch(in.N))
+		if err == nil {
+			return "ok", nil
+		}
+		if !errors.Is(err, actor.ErrInvalidInput) {
+			return "", err
+		}
+		return "invalid", nil
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	for _, tc := range []struct {
+		mode mailbox.Mode
+		n    int
+		want string
+	}{
+		{mailbox.Competing, 8, "ok"}, {mailbox.Competing, mailbox.MaxPrefetch + 1, "invalid"}, {mailbox.Competing, -1, "invalid"},
+		{mailbox.Broadcast, 8, "invalid"}, {mailbox.Broadcast, 1, "ok"},
+	} {
+		pid, err := actor.Spawn(ctx, sys, wf, struct {
+			Mode mailbox.Mode
+			N    int
+		}{tc.mode, tc.n}, actor.WithID(fmt.Sprintf("bad-prefetch-%s-%d", tc.mode, tc.n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := actor.Await(ctx, sys, wf, pid)
+		if err != nil || got != tc.want {
+			t.Fatalf("%s prefetch %d: %q, %v; want %q", tc.mode, tc.n, got, err, tc.want)
+		}
+	}
+}
