@@ -308,7 +308,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		s.rebalanceCh = make(chan struct{}, 1)
 	}
 	tc := timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
-		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.wake(t.Instance) }}
+		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.fireTimer(t.Instance) }}
 	if cfg.TimerWarmUp >= 0 {
 		tc.Warm = func(t persistence.Timer) { s.warm(t.Instance) }
 		tc.WarmLead = min(cmp.Or(cfg.TimerWarmUp, time.Second), cfg.PassivateAfter/2)
@@ -649,6 +649,20 @@ const (
 // cancel flag: it signals a live activation, starts one, or (in a cluster)
 // sends the wake to the instance's owner.
 func (s *System) wake(id string) { s.forward(s.poke(id, sigWake, fromHere)) }
+
+// fireTimer wakes id for a timer of its that came due, unless a live
+// activation holds it: that one fires its timers from its own clock, and a
+// wake would only make it read its mailbox. (Should it end without firing,
+// the service fires the timer again later.)
+func (s *System) fireTimer(id string) {
+	s.mu.Lock()
+	a, live := s.acts[id]
+	own := live && !a.passivating
+	s.mu.Unlock()
+	if !own {
+		s.wake(id)
+	}
+}
 
 // warm activates id ahead of its timer (Config.TimerWarmUp) unless it is
 // live or starting already: a live activation fires its timers itself, and

@@ -27,15 +27,16 @@ import (
 
 // options are the workload parameters. Zero means "the workload's default".
 type options struct {
-	N          int  // main size: chain workflows, idle instances, recur iterations; fallback for -m / -k
-	M          int  // messages (pingpong round trips, queue, fanout)
-	P          int  // queue consumers
-	Publishers int  // queue publishers
-	Prefetch   int  // queue: mailbox.Prefetch of each consumer
-	Backlog    bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
-	S          int  // fanout subscribers
-	K          int  // timers instances
-	Pending    int  // timers second phase: instances sleeping an hour (0 skips)
+	N           int // main size: chain workflows, idle instances, recur iterations; fallback for -m / -k
+	M           int // messages (pingpong round trips, queue, fanout)
+	P           int // queue consumers
+	Publishers  int // queue publishers
+	Prefetch    int // queue: mailbox.Prefetch of each consumer
+	TimerWarmUp time.Duration
+	Backlog     bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
+	S           int  // fanout subscribers
+	K           int  // timers instances
+	Pending     int  // timers second phase: instances sleeping an hour (0 skips)
 
 	SleepMin, SleepMax time.Duration // timers sleep range
 	DueWithin          time.Duration // timers: all due within this window, -sleep-min after the start
@@ -99,6 +100,7 @@ func (r *runner) logf(format string, args ...any) {
 
 // start opens the target's store and starts a System on it.
 func (r *runner) start(ctx context.Context, cfg actor.Config) (*node, error) {
+	cfg.TimerWarmUp = r.opts.TimerWarmUp
 	if r.opts.Observe != "" {
 		h, err := observeHooks(r.opts.Observe, cfg.Hooks)
 		if err != nil {
@@ -194,6 +196,7 @@ func run() int {
 	fs.DurationVar(&o.SleepMin, "sleep-min", time.Second, "timers: shortest sleep")
 	fs.DurationVar(&o.SleepMax, "sleep-max", 5*time.Second, "timers: longest sleep")
 	fs.DurationVar(&o.DueWithin, "due-within", 0, "timers: spawn every sleeper first and have all their timers come due spread over this window, opening -sleep-min after the start (e.g. -k 100000 -sleep-min 2m -due-within 1m); replaces -sleep-max")
+	fs.DurationVar(&o.TimerWarmUp, "timer-warmup", 0, "Config.TimerWarmUp (0: Norn's default of 1s; negative: off)")
 	fs.DurationVar(&o.PassivateAfter, "passivate-after", 0, "Config.PassivateAfter (default: idle 2s, timers second phase 1s, everything else Norn's default of 1m)")
 	fs.IntVar(&o.Spawners, "spawners", 64, "goroutines spawning instances concurrently")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound of each waiting phase (consumption, completion, passivation)")

@@ -36,6 +36,8 @@ type stmts struct {
 	dropTimers     *sql.Stmt
 	dropMail       *sql.Stmt
 	claimMessage   *sql.Stmt
+	unclaimAll     *sql.Stmt
+	unclaimChannel *sql.Stmt
 	insertOutbox   *sql.Stmt
 	release        *sql.Stmt
 	rollbackTo     *sql.Stmt
@@ -111,6 +113,11 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.dropTimers = p(`DELETE FROM timers WHERE instance_id = ?`)
 	st.dropMail = p(`DELETE FROM messages WHERE target = ?`)
 	st.claimMessage = p(`UPDATE messages SET target = ?, claimed = 1 WHERE seq = ? AND target IS NULL`)
+	// Every end runs the first: one probe of messages_target when the
+	// instance has no mail.
+	st.unclaimAll = p(`UPDATE messages SET target = NULL, claimed = 0 WHERE target = ? AND claimed = 1 RETURNING channel, type`)
+	st.unclaimChannel = p(`UPDATE messages SET target = NULL, claimed = 0 WHERE target = ? AND claimed = 1 AND channel = ?
+		RETURNING channel, type`)
 	// An ID already in the outbox is the same event emitted again (a step
 	// retried after its commit was not acknowledged): keep the first.
 	st.insertOutbox = p(`INSERT INTO outbox (id, instance, type, data, created_at, status, next_attempt)
@@ -124,7 +131,7 @@ func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
-		st.claimMessage)
+		st.claimMessage, st.unclaimAll, st.unclaimChannel)
 }
 
 // Apply commits one step; concurrent calls share commits.
@@ -354,8 +361,13 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 // those of channel only unless it is "", and lists them in res as queued,
 // to wake a remaining consumer each.
 func (s *Store) unclaim(tx *sql.Tx, ss *sendState, id, channel string, res *persistence.StepResult) error {
-	rows, err := tx.Query(`UPDATE messages SET target = NULL, claimed = 0
-		WHERE target = ?1 AND claimed = 1 AND (?2 = '' OR channel = ?2) RETURNING channel, type`, id, channel)
+	var rows *sql.Rows
+	var err error
+	if channel == "" {
+		rows, err = tx.Stmt(s.st.unclaimAll).Query(id)
+	} else {
+		rows, err = tx.Stmt(s.st.unclaimChannel).Query(id, channel)
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: return claimed messages: %w", err)
 	}
