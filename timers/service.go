@@ -271,56 +271,53 @@ func (s *Service) Run(ctx context.Context) error {
 	defer wait.Stop()
 	reloadEvery := s.cfg.Horizon / 2
 	nextReload := time.Time{}
+	// Loads run on their own goroutine, so that a long read (tens of
+	// thousands of timers) does not hold back the firing of those due
+	// meanwhile; one at a time.
+	type loaded struct {
+		cut bool
+		err error
+		at  time.Time
+	}
+	done := make(chan loaded, 1)
+	var loads sync.WaitGroup
+	defer loads.Wait()
+	loading, again := false, false
 	for {
-		now := time.Now()
-		if !now.Before(nextReload) {
-			cut, err := s.load(ctx)
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return nil
-			case err != nil:
-				s.cfg.Logger.Warn("timers: reload failed; retrying", "err", err)
-				nextReload = now.Add(time.Second)
-			case cut:
-				// Read on before the loaded timers run out: at the
-				// horizon at the latest, earlier when it is far off.
-				s.mu.Lock()
-				// Not sooner than minReloadGap: a backlog of overdue
-				// timers whose fires are not yet committed reads the same
-				// batch again until they are.
-				// With Warm, the timers just past the horizon must be
-				// read a lead ahead of it, or they would be warmed late.
-				nextReload = now.Add(reloadEvery)
-				if edge := s.horizon.Add(-s.lead()); edge.Before(nextReload) {
-					nextReload = edge
-				}
-				if gap := now.Add(minReloadGap); nextReload.Before(gap) {
-					nextReload = gap
-				}
-				s.mu.Unlock()
-			default:
-				nextReload = now.Add(reloadEvery)
-			}
+		if !loading && !time.Now().Before(nextReload) {
+			loading, again = true, false
+			loads.Go(func() {
+				at := time.Now()
+				cut, err := s.load(ctx)
+				done <- loaded{cut, err, at}
+			})
 		}
 		due := s.fireDue(time.Now())
-		next := nextReload
-		if !due.IsZero() && due.Before(next) {
+		var next time.Time
+		if !loading {
+			next = nextReload
+		}
+		if !due.IsZero() && (next.IsZero() || due.Before(next)) {
 			next = due
 		}
-		wait.Reset(time.Until(next))
+		var tick <-chan time.Time
+		if !next.IsZero() {
+			wait.Reset(time.Until(next))
+			tick = wait.C
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wait.C:
-		case <-s.kick:
-			if !wait.Stop() {
-				select {
-				case <-wait.C:
-				default:
-				}
+		case l := <-done:
+			loading = false
+			nextReload = s.afterLoad(ctx, l.cut, l.err, l.at, reloadEvery)
+			if again {
+				nextReload = time.Time{}
 			}
+		case <-tick:
+		case <-s.kick:
 		case <-s.reload:
-			nextReload = time.Time{}
+			nextReload, again = time.Time{}, loading
 			s.mu.Lock()
 			for _, h := range []*timerHeap{&s.h, &s.cold} {
 				for i := 0; i < len(*h); {
@@ -334,6 +331,42 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 			s.mu.Unlock()
 		}
+		if tick != nil && !wait.Stop() {
+			select {
+			case <-wait.C:
+			default:
+			}
+		}
+	}
+}
+
+// afterLoad says when to load next after a load that started at now.
+func (s *Service) afterLoad(ctx context.Context, cut bool, err error, now time.Time, reloadEvery time.Duration) time.Time {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return now.Add(reloadEvery) // stopping
+	case err != nil:
+		s.cfg.Logger.Warn("timers: reload failed; retrying", "err", err)
+		return now.Add(time.Second)
+	case cut:
+		// Read on before the loaded timers run out: at the horizon at the
+		// latest, earlier when it is far off. With Warm, the timers just
+		// past the horizon must be read a lead ahead of it, or they would
+		// be warmed late. Not sooner than minReloadGap: a backlog of
+		// overdue timers whose fires are not yet committed reads the same
+		// batch again until they are.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		next := now.Add(reloadEvery)
+		if edge := s.horizon.Add(-s.lead()); edge.Before(next) {
+			next = edge
+		}
+		if gap := now.Add(minReloadGap); next.Before(gap) {
+			next = gap
+		}
+		return next
+	default:
+		return now.Add(reloadEvery)
 	}
 }
 

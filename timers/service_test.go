@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -365,5 +366,65 @@ func TestWarmAcrossCutLoads(t *testing.T) {
 		if a, ok := ahead[tm.Instance]; !ok || a < lead/2 {
 			t.Errorf("%s warmed %v ahead (warmed: %v), want about %v", tm.Instance, a, ok, lead)
 		}
+	}
+}
+
+// gatedSource serves fakeSource, but every load after the first waits
+// for the gate (a slow read of a long timer table).
+type gatedSource struct {
+	fakeSource
+	calls   atomic.Int32
+	started chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedSource) DueTimers(ctx context.Context, before time.Time, b []int, limit int) ([]persistence.Timer, error) {
+	if g.calls.Add(1) > 1 {
+		g.started <- struct{}{}
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.fakeSource.DueTimers(ctx, before, b, limit)
+}
+
+// TestFiresDuringSlowLoad: a load that takes long does not hold back the
+// timers already held.
+func TestFiresDuringSlowLoad(t *testing.T) {
+	src := &gatedSource{started: make(chan struct{}, 10), gate: make(chan struct{})}
+	src.ts = []persistence.Timer{{Instance: "a", ID: "1", Due: time.Now().Add(300 * time.Millisecond)}}
+	fired := make(chan string, 10)
+	svc, err := New(Config{Source: src, Horizon: time.Minute, Fire: func(t persistence.Timer) { fired <- t.Instance }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, func() bool { return svc.Pending() == 1 })
+	svc.Reload()
+	<-src.started // the second load is stuck at the gate
+	select {
+	case id := <-fired:
+		if id != "a" {
+			t.Fatalf("fired %s", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a held timer did not fire while a load was slow")
+	}
+	close(src.gate)
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
