@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +212,58 @@ func TestPrefetchOptionChecked(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Fatalf("%s prefetch %d: %q, %v; want %q", tc.mode, tc.n, got, err, tc.want)
 		}
+	}
+}
+
+// TestPrefetchedTakenByCatchAll: messages claimed ahead and then taken by a
+// receive without a channel filter (from the store) are not served again
+// from the prefetched ones: five receives get five different jobs, with no
+// crash on the way.
+func TestPrefetchedTakenByCatchAll(t *testing.T) {
+	wf := actor.Workflow("prefetch-catchall", func(ctx *actor.Context, _ int) ([]int, error) {
+		if err := ctx.Subscribe("jobs", mailbox.Competing, mailbox.Prefetch(4)); err != nil {
+			return nil, err
+		}
+		var got []int
+		for i := range 5 {
+			var filters []mailbox.Filter
+			if i == 0 || i == 4 {
+				filters = append(filters, mailbox.OnChannel("jobs"))
+			}
+			m, err := actor.Receive[int](ctx, filters...)
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, m.Value)
+		}
+		return got, nil
+	})
+	var restarts atomic.Int32
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf),
+		Hooks: hookFunc(func(e actor.HookEvent) {
+			if e.Kind == actor.HookInstanceRestarted {
+				restarts.Add(1)
+			}
+		})})
+	ctx := testutil.Ctx(t, 60*time.Second)
+	for i := range 6 {
+		if _, err := sys.Publish(ctx, "jobs", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid, err := actor.Spawn(ctx, sys, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := actor.Await(ctx, sys, wf, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, v := range got {
+		seen[v] = true
+	}
+	if len(got) != 5 || len(seen) != 5 || restarts.Load() != 0 {
+		t.Fatalf("received %v with %d restarts, want 5 different jobs and none", got, restarts.Load())
 	}
 }

@@ -3,6 +3,7 @@ package actor
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/nornlabs/norn/mailbox"
@@ -231,6 +232,11 @@ func (a *activation) consume(c *command, m persistence.Message, claim []persiste
 	a.record(persistence.Event{Kind: EventReceived, Name: c.recv.id, Ref: m.ID, Payload: b})
 	a.pending.Consume = append(a.pending.Consume, m.Seq)
 	a.consumed[m.Seq] = true
+	if len(a.prefetched) > 0 {
+		// Taken from a store read (a receive without the channel filter):
+		// not to be served again.
+		a.prefetched = slices.DeleteFunc(a.prefetched, func(p persistence.Message) bool { return p.Seq == m.Seq })
+	}
 	if c.recv.waiting && c.recv.stored {
 		a.pending.CancelTimers = append(a.pending.CancelTimers, c.recv.id)
 	}
