@@ -283,7 +283,10 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		}
 		if a.stopped() {
 			// A workflow that always finds mail never parks: it must
-			// still stop when asked (it resumes from history).
+			// still stop when asked (it resumes from history). What it
+			// recorded is committed first, as a park would: a retry
+			// counted before the stop stays counted.
+			a.flush()
 			panic(stopPanic{reason: "stopping"})
 		}
 		a.poll()
