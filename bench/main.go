@@ -27,16 +27,17 @@ import (
 
 // options are the workload parameters. Zero means "the workload's default".
 type options struct {
-	N           int // main size: chain workflows, idle instances, recur iterations; fallback for -m / -k
-	M           int // messages (pingpong round trips, queue, fanout)
-	P           int // queue consumers
-	Publishers  int // queue publishers
-	Prefetch    int // queue: mailbox.Prefetch of each consumer
-	TimerWarmUp time.Duration
-	Backlog     bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
-	S           int  // fanout subscribers
-	K           int  // timers instances
-	Pending     int  // timers second phase: instances sleeping an hour (0 skips)
+	N            int // main size: chain workflows, idle instances, recur iterations; fallback for -m / -k
+	M            int // messages (pingpong round trips, queue, fanout)
+	P            int // queue consumers
+	Publishers   int // queue publishers
+	Prefetch     int // queue: mailbox.Prefetch of each consumer
+	PublishBatch int // queue: messages per PublishBatch
+	TimerWarmUp  time.Duration
+	Backlog      bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
+	S            int  // fanout subscribers
+	K            int  // timers instances
+	Pending      int  // timers second phase: instances sleeping an hour (0 skips)
 
 	SleepMin, SleepMax time.Duration // timers sleep range
 	DueWithin          time.Duration // timers: all due within this window, -sleep-min after the start
@@ -187,6 +188,7 @@ func run() int {
 	fs.IntVar(&o.M, "m", 0, "messages: pingpong and crosspingpong round trips (2000), queue messages (10000), fanout messages (200)")
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
+	fs.IntVar(&o.PublishBatch, "publish-batch", 1, "queue: messages each publisher commits at once (PublishBatch; 1: Publish one by one)")
 	fs.IntVar(&o.Prefetch, "prefetch", 1, "queue: messages each consumer takes per claim (mailbox.Prefetch; 1: one at a time)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers; outbox: emit all events before starting the relayer (measures draining)")
 	fs.IntVar(&o.S, "s", 0, "fanout: subscribers (100)")
