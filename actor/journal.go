@@ -533,12 +533,10 @@ func (a *activation) commitResult() (persistence.StepResult, error) {
 	}
 	a.pending = persistence.Step{}
 	clear(a.consumed)
-	if len(a.prefetch) > 0 || len(step.Unsubscribe) > 0 {
-		if step.Status.Terminal() || len(step.Unsubscribe) > 0 {
-			// Before the wakes: the consumers woken for the messages
-			// given back must not skip them as claimed here.
-			a.sys.claims.forget(a)
-		}
+	if len(step.Unsubscribe) > 0 || step.Status.Terminal() && len(a.prefetch) > 0 {
+		// The step gave claimed messages back: before the wakes, so that
+		// the consumers woken for them do not skip them as claimed here.
+		a.sys.claims.forget(a)
 	}
 	a.sys.afterCommit(a.id, &step, res)
 	return res, nil

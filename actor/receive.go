@@ -150,13 +150,23 @@ func (a *activation) scanMail(recv []*command) bool {
 }
 
 // consumeHeld is consume of a message held in the node's claim set, which
-// it releases however consume ends (a failed step unwinds with a panic).
+// it releases however consume ends. A failed step unwinds with a panic
+// (restart, stop): other consumers here may have skipped the messages
+// while they were held, so one of them is woken to look again.
 func (a *activation) consumeHeld(c *command, m persistence.Message, claim []persistence.Message) (ok bool) {
 	if m.Target != "" {
 		return a.consume(c, m, claim)
 	}
-	defer func() { a.sys.claims.release(a, m, claim, ok) }()
-	return a.consume(c, m, claim)
+	unwinding := true
+	defer func() {
+		a.sys.claims.release(a, m, claim, ok)
+		if unwinding {
+			a.sys.chainQueued(a, m.Channel)
+		}
+	}()
+	ok = a.consume(c, m, claim)
+	unwinding = false
+	return ok
 }
 
 // mailboxPage is the first read of a scan: enough for the largest prefetch.

@@ -352,8 +352,8 @@ type StepResult struct {
 	// Duplicates lists the IDs of Dedupe messages that were skipped because
 	// their ID had been used before.
 	Duplicates []string
-	// Claimed lists the messages of Step.Claim that were moved, in the
-	// order given.
+	// Claimed lists the messages of Step.Claim that were moved (in no
+	// particular order).
 	Claimed []int64
 }
 

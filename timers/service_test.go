@@ -273,10 +273,7 @@ func TestWarmsAheadOfFiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { svc.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	start(t, svc)
 	// Less than the lead left: warmed at once.
 	svc.Schedule(persistence.Timer{Instance: "c", ID: "1", Due: now.Add(100 * time.Millisecond)})
 
@@ -400,10 +397,7 @@ func TestFiresDuringSlowLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { svc.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	start(t, svc)
 	eventually(t, func() bool { return svc.Pending() == 1 })
 	svc.Reload()
 	<-src.started // the second load is stuck at the gate
