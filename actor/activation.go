@@ -46,11 +46,10 @@ type activation struct {
 	inst  persistence.Instance
 	epoch int64
 
-	history []persistence.Event // recorded events to replay
-	pos     int                 // next event to replay
-	seq     int64               // seq of the next event to record
-	live    bool                // history used up; deferred work started
-	index   map[string]int      // activity call key → position of its last recorded event
+	hist *journalHist // recorded events to replay
+	pos  int          // next event to replay
+	seq  int64        // seq of the next event to record
+	live bool         // history used up; deferred work started
 
 	pending  persistence.Step // recorded but not yet committed
 	consumed map[int64]bool   // messages consumed by pending
@@ -118,7 +117,7 @@ type activation struct {
 	final persistence.Instance // the ended instance, once finish committed
 }
 
-func newActivation(s *System, def Definition, inst persistence.Instance, hist []persistence.Event) *activation {
+func newActivation(s *System, def Definition, inst persistence.Instance, hist *journalHist) *activation {
 	a := &activation{
 		sys: s, id: inst.ID, def: def,
 		wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}), cancelCh: make(chan struct{}),
@@ -131,25 +130,20 @@ func newActivation(s *System, def Definition, inst persistence.Instance, hist []
 
 // reset makes a fresh start from inst and its history (also after a crash:
 // a restart replays history in the same activation).
-func (a *activation) reset(inst persistence.Instance, hist []persistence.Event) {
+func (a *activation) reset(inst persistence.Instance, hist *journalHist) {
 	base := a.sys.ctx
 	if base == nil {
 		base = context.Background()
 	}
 	a.newRun(base)
 	a.inst, a.epoch = inst, inst.LeaseEpoch
-	a.history, a.pos, a.seq, a.live = hist, 0, int64(len(hist)), false
+	a.hist, a.pos, a.seq, a.live = hist, 0, int64(hist.len()), false
 	a.pending = persistence.Step{}
 	a.consumed, a.counters = map[int64]bool{}, map[string]int{}
 	a.prefetch, a.prefetched = map[string]int{}, nil
 	a.cmds, a.order, a.deferred, a.inflight = map[string]*command{}, nil, nil, 0
 	a.cancelled, a.comps, a.children, a.trapExits = false, nil, nil, false
-	a.index, a.locals = map[string]int{}, nil
-	for i, e := range hist {
-		if e.Kind == EventActivity || e.Kind == EventActivityRetry {
-			a.index["a:"+e.Ref] = i
-		}
-	}
+	a.locals = nil
 	if inst.CancelReason != "" {
 		a.cancelReason = inst.CancelReason
 		a.cancOne.Do(func() { close(a.cancelCh) })
@@ -321,9 +315,9 @@ func (a *activation) restartAfter(d time.Duration) bool {
 	s := a.sys
 	for {
 		inst, err := s.store.AcquireLease(s.ctx, a.id, s.cfg.NodeID, s.cfg.LeaseTTL)
-		var hist []persistence.Event
+		var hist *journalHist
 		if err == nil {
-			hist, err = s.store.History(s.ctx, a.id, 0)
+			hist, err = readHist(s.ctx, s.store, a.id, inst.HistoryLen, s.histPage)
 		}
 		if err == nil {
 			a.reset(inst, hist)
@@ -379,10 +373,10 @@ func (a *activation) execute() (out []byte, oc outcome, crash error, infra bool,
 			oc, crash = outCrash, &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}
 		}
 	}()
-	if len(a.history) == 0 || a.history[0].Kind != EventStarted {
+	if a.hist.len() == 0 || a.hist.at(0).Kind != EventStarted {
 		panic(&NonDeterminismError{Expected: "started", Got: "history without a start event"})
 	}
-	if c := a.history[0].Ref; c != "" && c != a.sys.codec.Name() {
+	if c := a.hist.at(0).Ref; c != "" && c != a.sys.codec.Name() {
 		panic(&NonDeterminismError{Seq: 0, Expected: "history written with codec " + c, Got: "codec " + a.sys.codec.Name()})
 	}
 	for {
@@ -418,7 +412,7 @@ func (a *activation) runWorkflow() (out []byte, err error) {
 			panic(workflowPanic{err: &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}})
 		}
 	}()
-	return a.def.run(a.ctx, a.history[0].Payload)
+	return a.def.run(a.ctx, a.hist.at(0).Payload)
 }
 
 // transient says whether a store error may go away by itself (connection,
@@ -512,7 +506,7 @@ func (a *activation) recur(input []byte) {
 	if a.replaying() {
 		// The previous run's history is gone once its recur committed, so
 		// replay never reaches here; be safe anyway.
-		a.nondet(a.history[a.pos], "continue as new")
+		a.nondet(a.hist.at(a.pos), "continue as new")
 	}
 	a.cancelActivities()
 	a.endAttempts()
@@ -524,11 +518,10 @@ func (a *activation) recur(input []byte) {
 	a.pending = step
 	a.seq = 0
 	a.flush()
-	a.history = step.History
+	a.hist = memHist(step.History)
 	a.inst.Run++
 	a.pos, a.seq, a.live = 1, 1, false
 	a.comps, a.cmds, a.order, a.deferred = nil, map[string]*command{}, nil, nil
-	a.index = map[string]int{}
 	clear(a.counters)
 }
 

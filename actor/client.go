@@ -162,7 +162,7 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		return PID(id), false, nil
 	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
-	s.launch(newActivation(s, def, inst, []persistence.Event{started}))
+	s.launch(newActivation(s, def, inst, memHist([]persistence.Event{started})))
 	return PID(id), false, nil
 }
 

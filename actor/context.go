@@ -28,7 +28,7 @@ func (c *Context) PID() PID { return PID(c.a.id) }
 func (c *Context) InstanceID() string { return c.a.id }
 
 // Replaying reports whether the current call is answered from history.
-func (c *Context) Replaying() bool { return c.a.pos < len(c.a.history) }
+func (c *Context) Replaying() bool { return c.a.pos < c.a.hist.len() }
 
 // Logger is the node's logger with the instance attached; it stays quiet
 // while replaying so that a restart does not log everything twice.
@@ -272,8 +272,8 @@ func (c *Context) Version(changeID string, maxVersion int) int {
 	if err := validID("change ID", changeID); err != nil {
 		panic(err) // a constant in the code: a programming error
 	}
-	for i := a.pos; i < len(a.history) && a.history[i].Kind == EventVersion; i++ {
-		e := a.history[i]
+	for i := a.pos; i < a.hist.len() && a.hist.at(i).Kind == EventVersion; i++ {
+		e := a.hist.at(i)
 		if e.Name == changeID {
 			a.pos = i + 1
 			v, err := strconv.Atoi(string(e.Payload))

@@ -36,3 +36,6 @@ func (s *System) Waiters(id string) int {
 	defer s.mu.Unlock()
 	return len(s.waiters[id])
 }
+
+// SetHistoryPage sets how many history events an activation reads at a time.
+func (s *System) SetHistoryPage(n int) { s.histPage = n }

@@ -83,7 +83,7 @@ func progress(kind string) bool { return kind == EventActivityRetry || kind == E
 // first time it finds history used up it starts the live work that replay
 // deferred (activities in flight when the last activation ended).
 func (a *activation) replaying() bool {
-	if a.pos < len(a.history) {
+	if a.pos < a.hist.len() {
 		return true
 	}
 	if !a.live {
@@ -99,7 +99,7 @@ func (a *activation) replaying() bool {
 // skipMarkers passes version markers no call asked for (code that dropped
 // an old ctx.Version call still replays).
 func (a *activation) skipMarkers() {
-	for a.pos < len(a.history) && a.history[a.pos].Kind == EventVersion {
+	for a.pos < a.hist.len() && a.hist.at(a.pos).Kind == EventVersion {
 		a.pos++
 	}
 }
@@ -126,7 +126,7 @@ func describe(e persistence.Event) string {
 func (a *activation) immediate(kind, name, dig string, fn func() persistence.Event) persistence.Event {
 	a.skipMarkers()
 	if a.replaying() {
-		e := a.history[a.pos]
+		e := a.hist.at(a.pos)
 		if e.Kind != kind || e.Name != name {
 			a.nondet(e, kind+" "+name)
 		}
@@ -171,15 +171,15 @@ func (a *activation) observeCancel() bool {
 		// Look past version markers without taking them: a Version call
 		// after this one may still ask for them.
 		i := a.pos
-		for i < len(a.history) && a.history[i].Kind == EventVersion {
+		for i < a.hist.len() && a.hist.at(i).Kind == EventVersion {
 			i++
 		}
-		if i < len(a.history) && a.history[i].Kind == EventCancelObserved {
+		if i < a.hist.len() && a.hist.at(i).Kind == EventCancelObserved {
 			a.pos = i + 1
 			a.cancelled = true
 			return true
 		}
-		if i < len(a.history) {
+		if i < a.hist.len() {
 			return false // history goes on: the first run saw no cancel here
 		}
 		// Only version markers are left: from here on the run is live.
@@ -229,8 +229,8 @@ func (c *command) advance(a *activation, e persistence.Event) {
 // consumeCompletions reads, while replaying, every completion or progress
 // event of a pending command that comes next in history.
 func (a *activation) consumeCompletions() {
-	for a.pos < len(a.history) {
-		e := a.history[a.pos]
+	for a.pos < a.hist.len() {
+		e := a.hist.at(a.pos)
 		key, ok := completionKey(e)
 		if !ok {
 			return
@@ -238,6 +238,9 @@ func (a *activation) consumeCompletions() {
 		c := a.cmds[key]
 		if c == nil {
 			return
+		}
+		if call := c.act; call != nil && (e.Name != call.name || (e.Digest != "" && e.Digest != call.digest)) {
+			a.nondet(e, "activity "+call.name+" ("+call.id+") with another input")
 		}
 		a.pos++
 		a.apply(c, e)
@@ -269,7 +272,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 			if a.pos != before || !a.replaying() {
 				continue
 			}
-			e := a.history[a.pos]
+			e := a.hist.at(a.pos)
 			switch e.Kind {
 			case EventLinkedExit:
 				a.pos++

@@ -46,7 +46,7 @@ func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...
 	if len(hist) > 0 && hist[0].Kind == EventStarted && hist[0].Name != wf.Name() {
 		return fmt.Errorf("%w: history is of workflow %q, not %q", ErrInvalidInput, hist[0].Name, wf.Name())
 	}
-	return s.replay(wf, hist)
+	return s.replay(wf, memHist(hist))
 }
 
 // Replay replays the stored history of pid against the workflow code this
@@ -61,7 +61,7 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 	if !ok {
 		return fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, inst.Workflow, pid)
 	}
-	hist, err := s.store.History(ctx, string(pid), 0)
+	hist, err := readHist(ctx, s.store, string(pid), inst.HistoryLen, s.histPage)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 	return r.replay(def, hist)
 }
 
-func (s *System) replay(def Definition, hist []persistence.Event) error {
+func (s *System) replay(def Definition, hist *journalHist) error {
 	a := newActivation(s, def, persistence.Instance{ID: "replay", Workflow: def.Name()}, hist)
 	a.replayOnly = true
 	defer a.stopRun()
@@ -86,10 +86,10 @@ func (s *System) replay(def Definition, hist []persistence.Event) error {
 	}
 	// The code ended while history may go on: it must end the same way.
 	a.skipMarkers()
-	if a.pos >= len(a.history) {
+	if a.pos >= a.hist.len() {
 		return nil
 	}
-	e := a.history[a.pos]
+	e := a.hist.at(a.pos)
 	want := EventCompleted
 	switch {
 	case werr != nil && a.cancelled:

@@ -125,6 +125,8 @@ type System struct {
 	log    *slog.Logger
 	codec  Codec
 	timers *timers.Service
+	// histPage is how many history events an activation reads at a time.
+	histPage int
 	// cluster is Config.Cluster; nil when the node is alone.
 	cluster Cluster
 	// rebalance is signalled when the cluster's ownership changed; dead
@@ -298,7 +300,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if cfg.Hooks == nil {
 		cfg.Hooks = SlogHooks{Logger: cfg.Logger, Level: slog.LevelDebug}
 	}
-	s := &System{
+	s := &System{histPage: defaultHistoryPage,
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
 		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
 		queueSubs: map[string][]string{},
@@ -912,7 +914,7 @@ func (s *System) load(id string) (*activation, error) {
 	if err != nil {
 		return nil, err
 	}
-	hist, err := s.store.History(s.ctx, id, 0)
+	hist, err := readHist(s.ctx, s.store, id, inst.HistoryLen, s.histPage)
 	if err != nil {
 		return nil, err
 	}

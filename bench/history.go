@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nornlabs/norn/actor"
@@ -75,11 +78,16 @@ func runHistory(ctx context.Context, r *runner) (result, error) {
 		if _, err := waitStatus(wctx, nd.store, wf.Name(), persistence.StatusWaiting, map[actor.PID]bool{pid: true}); err != nil {
 			return res, fmt.Errorf("passivation of the %d-event instance: %w", n, err)
 		}
+		runtime.GC()
+		heap := watchHeap()
 		sent := time.Now()
 		if err := nd.sys.Send(ctx, pid, i); err != nil {
+			heap()
 			return res, err
 		}
-		if _, err := nd.sys.AwaitDone(wctx, pid); err != nil {
+		_, err = nd.sys.AwaitDone(wctx, pid)
+		grew := heap()
+		if err != nil {
 			return res, fmt.Errorf("the %d-event instance: %w", n, err)
 		}
 		woke, ok := side.woke.get(i)
@@ -92,9 +100,42 @@ func runHistory(ctx context.Context, r *runner) (result, error) {
 			continue
 		}
 		res.Metrics[fmt.Sprintf("activation_ms_%d", n)] = float64(d) / float64(time.Millisecond)
-		parts = append(parts, fmt.Sprintf("%s: %s", fmtInt(int64(n)), fmtDur(d)))
+		res.Metrics[fmt.Sprintf("activation_heap_mb_%d", n)] = float64(grew) / (1 << 20)
+		parts = append(parts, fmt.Sprintf("%s: %s (heap +%s)", fmtInt(int64(n)), fmtDur(d), fmtBytes(int64(grew))))
 		res.Throughput, res.P50, res.P99 = rate(n, d), d, d
 	}
-	res.Extra = "activation + receive by history length: " + strings.Join(parts, ", ") + "; throughput = events replayed/s at the longest"
+	res.Extra = "activation + receive by history length (heap: the live Go heap's peak above where it was before the Send): " + strings.Join(parts, ", ") + "; throughput = events replayed/s at the longest"
 	return res, nil
+}
+
+// watchHeap samples the live Go heap every millisecond until the returned
+// function is called, which reports the peak above the heap at the start.
+// It reads runtime/metrics, which does not stop the world.
+func watchHeap() func() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	base := read()
+	peak := base
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				peak = max(peak, read())
+			}
+		}
+	})
+	return func() uint64 {
+		close(stop)
+		wg.Wait()
+		return max(peak, read()) - base
+	}
 }

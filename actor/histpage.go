@@ -1,0 +1,106 @@
+package actor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// defaultHistoryPage is how many events an activation reads from the store
+// at a time while it replays.
+const defaultHistoryPage = 512
+
+// journalHist is the recorded history of the run an activation replays. It
+// is read from the store a page at a time as replay reaches it, so that an
+// activation holds at most two pages of a long history (the one replay is
+// in and the one a look ahead reached), not all of it: replaying 100,000
+// events costs the same time as before, but not 100,000 events of memory.
+//
+// Positions are sequence numbers (a run's history is numbered from 0 with
+// no gaps), and n, the length, comes with the instance: every step checks
+// the instance's history length against the events it appends, so the two
+// agree.
+type journalHist struct {
+	first persistence.Event // seq 0: the run's input and codec
+	n     int               // events in the run
+	// cur and prev are the pages read last: each holds consecutive events
+	// from its base on.
+	cur, prev histPage
+	load      func(from int64, limit int) ([]persistence.Event, error)
+	size      int // events per page
+}
+
+type histPage struct {
+	base   int
+	events []persistence.Event
+}
+
+func (p histPage) holds(i int) bool { return i >= p.base && i < p.base+len(p.events) }
+
+// memHist is a history held in memory whole: a new instance's started event,
+// or a run just begun by Recur.
+func memHist(events []persistence.Event) *journalHist {
+	h := &journalHist{n: len(events), cur: histPage{events: events}}
+	if len(events) > 0 {
+		h.first = events[0]
+	}
+	return h
+}
+
+// readHist reads the first page of instance id's history of n events from
+// store; later pages are read as replay asks for them.
+func readHist(ctx context.Context, store persistence.Store, id string, n int64, size int) (*journalHist, error) {
+	h := &journalHist{n: int(n), size: size}
+	h.load = func(from int64, limit int) ([]persistence.Event, error) {
+		return store.HistoryRange(ctx, id, from, limit)
+	}
+	if h.n == 0 {
+		return h, nil
+	}
+	if err := h.read(0); err != nil {
+		return nil, err
+	}
+	h.first = h.cur.events[0]
+	return h, nil
+}
+
+// len is the number of events in the run.
+func (h *journalHist) len() int { return h.n }
+
+// at returns event i (0 <= i < len), reading its page if needed. A read that
+// fails panics with an infraPanic: the activation crashes and is restarted
+// by its supervisor, as when a step fails to commit.
+func (h *journalHist) at(i int) persistence.Event {
+	switch {
+	case i == 0:
+		return h.first
+	case h.cur.holds(i):
+		return h.cur.events[i-h.cur.base]
+	case h.prev.holds(i):
+		return h.prev.events[i-h.prev.base]
+	}
+	if err := h.read(i); err != nil {
+		panic(infraPanic{err})
+	}
+	return h.cur.events[0]
+}
+
+// read makes the page from i on the current one, keeping the one before as
+// prev (a look ahead past a page's end comes back to it).
+func (h *journalHist) read(i int) error {
+	limit := h.size
+	if limit <= 0 || i+limit > h.n {
+		limit = h.n - i
+	}
+	evs, err := h.load(int64(i), limit)
+	if err != nil {
+		return fmt.Errorf("read history from %d: %w", i, err)
+	}
+	if len(evs) == 0 || evs[0].Seq != int64(i) || len(evs) < limit {
+		return fmt.Errorf("%w: history read from %d returned %d events (want %d from seq %d on)",
+			persistence.ErrHistoryGap, i, len(evs), limit, i)
+	}
+	h.prev, h.cur = h.cur, histPage{base: i, events: evs}
+	return nil
+}
