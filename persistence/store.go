@@ -190,12 +190,23 @@ type Step struct {
 	// nothing at all is applied and StepResult.Existing is set.
 	Create *Instance
 	// LeaseTTL, when positive, makes the lease of the created instance
-	// (Create.LeaseOwner must be set, Create.LeaseExpires zero) last
-	// LeaseTTL from the store's clock as it writes the row (see
-	// AcquireLease), rather than until a time the caller computed with its
-	// own clock, which may be skewed and is read before the step waits for
-	// the store. Zero keeps Create.LeaseExpires as given.
+	// (Create.LeaseOwner must be set, Create.LeaseExpires zero) or the one
+	// TakeLease takes last LeaseTTL from the store's clock as it writes the
+	// row (see AcquireLease), rather than until a time the caller computed
+	// with its own clock, which may be skewed and is read before the step
+	// waits for the store. Zero keeps Create.LeaseExpires as given.
 	LeaseTTL time.Duration
+	// TakeLease, when set, is the owner that takes the instance's lease in
+	// this step, as AcquireLease would, before the rest applies: for a
+	// writer that read the instance without a lease (a passivated instance
+	// woken) and replayed it, so that waking costs no commit of its own.
+	// The step applies only if the lease is free, expired or TakeLease's
+	// already, and the stored epoch still equals Epoch (nobody took the
+	// instance since it was read); it fails with ErrLeaseHeld or ErrFenced
+	// otherwise. Once applied, the epoch is Epoch+1, the lease lasts
+	// LeaseTTL (required), and a waiting instance is running unless Status
+	// says otherwise.
+	TakeLease string
 	// History is appended; History[0].Seq must equal the stored HistoryLen.
 	History []Event
 	// Status, when set, replaces the status; Output and Error go with it.

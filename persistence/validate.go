@@ -159,9 +159,15 @@ func (s *Step) Validate() error {
 			v.fail("Create.", -1, "Status", "unknown status "+excerpt(string(c.Status)))
 		}
 	}
+	v.id("TakeLease", -1, "", s.TakeLease)
 	switch {
 	case s.LeaseTTL < 0:
 		v.fail("LeaseTTL", -1, "", "negative: "+s.LeaseTTL.String())
+	case s.TakeLease != "" && (s.Instance == "" || s.Create != nil):
+		v.fail("TakeLease", -1, "", "set without an existing Instance to take")
+	case s.TakeLease != "" && s.LeaseTTL == 0:
+		v.fail("LeaseTTL", -1, "", "zero with TakeLease: the lease taken needs a duration")
+	case s.TakeLease != "":
 	case s.LeaseTTL == 0:
 	case s.Create == nil || s.Create.LeaseOwner == "":
 		v.fail("LeaseTTL", -1, "", "set without a Create.LeaseOwner to lease to")

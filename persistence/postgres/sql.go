@@ -136,21 +136,24 @@ var statements = map[string]string{
 	// $1 reset history, $2 events appended, $3 new status or '', $4 set
 	// output and error, $5 output, $6 error, $7 release the lease, $8 count
 	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1,
-	// $13 new restart log or NULL to keep it.
+	// $13 new restart log or NULL to keep it, $14 the owner taking the lease
+	// or '' (Step.TakeLease), $15 its TTL in nanoseconds.
 	sqlUpdateInstance: `WITH u AS (
 		UPDATE instances SET
 			history_len = CASE WHEN $1::boolean THEN $2::bigint ELSE history_len + $2::bigint END,
 			run = run + CASE WHEN $1::boolean THEN 1 ELSE 0 END,
-			status = COALESCE(NULLIF($3::text, ''), status),
+			status = COALESCE(NULLIF($3::text, ''), CASE WHEN $14::text <> '' AND status = 'waiting' THEN 'running' ELSE status END),
 			output = CASE WHEN $4::boolean THEN $5::bytea ELSE output END,
 			error = CASE WHEN $4::boolean THEN $6::text ELSE error END,
-			lease_owner = CASE WHEN $7::boolean THEN NULL ELSE lease_owner END,
-			lease_expires = CASE WHEN $7::boolean THEN 0 ELSE lease_expires END,
+			lease_owner = CASE WHEN $7::boolean THEN NULL WHEN $14::text <> '' THEN $14::text ELSE lease_owner END,
+			lease_expires = CASE WHEN $7::boolean THEN 0 WHEN $14::text <> '' THEN ` + serverNowNS + ` + $15::bigint ELSE lease_expires END,
+			lease_epoch = lease_epoch + CASE WHEN $14::text <> '' THEN 1 ELSE 0 END,
 			restarts = restarts + CASE WHEN $8::boolean THEN 1 ELSE 0 END,
 			restart_log = COALESCE($13::text, restart_log),
 			updated_at = $9::bigint
 		WHERE id = $10::text AND lease_epoch = $11::bigint AND ($12::bigint < 0 OR history_len = $12::bigint)
 			AND status NOT IN ` + terminalSQL + `
+			AND ($14::text = '' OR lease_owner IS NULL OR lease_owner = $14::text OR lease_expires < ` + serverNowNS + `)
 		RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM u), '` + checkUpdate + `', '')`,
 

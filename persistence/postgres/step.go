@@ -89,8 +89,8 @@ func (s *Store) compile(r *writeReq) []op {
 		}
 		add(op{label: "update instance", name: sqlUpdateInstance,
 			args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), setOut, step.Output, step.Error,
-				release, step.IncRestarts, nowNS, id, epoch, expect, restartLog},
-			check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect) }})
+				release, step.IncRestarts, nowNS, id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL)},
+			check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, step.TakeLease != "") }})
 	}
 	if step.ResetHistory {
 		add(op{label: "reset history", name: sqlResetHistory, args: []any{id}})
@@ -306,7 +306,7 @@ func modeConflict(channel string, requested persistence.Mode) func(*pgconn.PgErr
 
 // diagnose is the statement that tells why a conditional instance update
 // matched nothing; it runs after the step was rolled back.
-func diagnose(r *writeReq, id string, epoch, expect int64) *op {
+func diagnose(r *writeReq, id string, epoch, expect int64, take bool) *op {
 	return &op{req: r, follow: true, label: "read instance " + id, name: sqlInstanceState, args: []any{id},
 		read: func(br pgx.BatchResults) error {
 			var status string
@@ -321,6 +321,8 @@ func diagnose(r *writeReq, id string, epoch, expect int64) *op {
 				r.err = fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
 			case gotEpoch != epoch:
 				r.err = fmt.Errorf("%w: %s epoch %d, writer has %d", persistence.ErrFenced, id, gotEpoch, epoch)
+			case take && (expect < 0 || hlen == expect):
+				r.err = fmt.Errorf("%w: %s is leased to another owner", persistence.ErrLeaseHeld, id)
 			default:
 				r.err = fmt.Errorf("%w: %s has %d events, step starts at %d", persistence.ErrHistoryGap, id, hlen, expect)
 			}

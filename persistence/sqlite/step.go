@@ -76,15 +76,17 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.updateInstance = p(`UPDATE instances SET
 		history_len = CASE WHEN ?1 THEN ?2 ELSE history_len + ?2 END,
 		run = run + ?1,
-		status = COALESCE(NULLIF(?3, ''), status),
+		status = COALESCE(NULLIF(?3, ''), CASE WHEN ?14 != '' AND status = 'waiting' THEN 'running' ELSE status END),
 		output = CASE WHEN ?4 THEN ?5 ELSE output END,
 		error = CASE WHEN ?4 THEN ?6 ELSE error END,
-		lease_owner = CASE WHEN ?7 THEN NULL ELSE lease_owner END,
-		lease_expires = CASE WHEN ?7 THEN 0 ELSE lease_expires END,
+		lease_owner = CASE WHEN ?7 THEN NULL WHEN ?14 != '' THEN ?14 ELSE lease_owner END,
+		lease_expires = CASE WHEN ?7 THEN 0 WHEN ?14 != '' THEN ?15 ELSE lease_expires END,
+		lease_epoch = lease_epoch + (?14 != ''),
 		restarts = restarts + ?8,
 		restart_log = COALESCE(?13, restart_log),
 		updated_at = ?9
-		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL)
+		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL + `
+			AND (?14 = '' OR lease_owner IS NULL OR lease_owner = ?14 OR lease_expires < ?9)`)
 	// Most steps only append history: setting no indexed column but
 	// updated_at, SQLite then leaves the status and lease indexes alone
 	// (an UPDATE that names a column rewrites every index holding it).
@@ -219,17 +221,22 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		}
 		var r sql.Result
 		var err error
-		if !step.ResetHistory && step.Status == "" && !release && !step.IncRestarts && step.RestartLog == nil {
+		if !step.ResetHistory && step.Status == "" && !release && !step.IncRestarts && step.RestartLog == nil && step.TakeLease == "" {
 			r, err = tx.Stmt(s.st.appendInstance).Exec(len(step.History), now.UnixNano(), id, epoch, expect)
 		} else {
+			var expires int64
+			if step.TakeLease != "" {
+				expires = now.Add(step.LeaseTTL).UnixNano()
+			}
 			r, err = tx.Stmt(s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
-				step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog)
+				step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog,
+				step.TakeLease, expires)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: update instance: %w", err)
 		}
 		if n, _ := r.RowsAffected(); n == 0 {
-			return s.diagnose(tx, id, epoch, expect)
+			return s.diagnose(tx, id, epoch, expect, step.TakeLease != "")
 		}
 	}
 	if step.ResetHistory {
@@ -399,7 +406,7 @@ func (s *Store) unclaim(tx *sql.Tx, ss *sendState, id, channel string, res *pers
 }
 
 // diagnose turns a failed conditional update into the error that says why.
-func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64) error {
+func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64, take bool) error {
 	var status string
 	var gotEpoch, hlen int64
 	err := tx.Stmt(s.st.instanceState).QueryRow(id).Scan(&status, &gotEpoch, &hlen)
@@ -412,6 +419,8 @@ func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64) error {
 		return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
 	case gotEpoch != epoch:
 		return fmt.Errorf("%w: %s epoch %d, writer has %d", persistence.ErrFenced, id, gotEpoch, epoch)
+	case take && (expect < 0 || hlen == expect):
+		return fmt.Errorf("%w: %s is leased to another owner", persistence.ErrLeaseHeld, id)
 	default:
 		return fmt.Errorf("%w: %s has %d events, step starts at %d", persistence.ErrHistoryGap, id, hlen, expect)
 	}

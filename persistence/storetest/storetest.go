@@ -38,6 +38,7 @@ func Run(t *testing.T, open Factory) {
 		{"StepErrors", testStepErrors},
 		{"StepIsAtomic", testAtomic},
 		{"Leases", testLeases},
+		{"TakeLease", testTakeLease},
 		{"SendByPID", testSend},
 		{"Broadcast", testBroadcast},
 		{"Competing", testCompeting},
