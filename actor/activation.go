@@ -87,6 +87,15 @@ type activation struct {
 	// its end wakes the new owner.
 	handover atomic.Bool
 	lost     atomic.Bool // the lease was taken over (see leaseLost)
+	// leased: this activation holds the instance's lease at epoch. A
+	// passivated instance that is woken is read and replayed without one,
+	// and its first write takes it (Step.TakeLease), so that waking costs
+	// no commit of its own; an activity or compensation starts only once
+	// it is held (takeLease).
+	leased atomic.Bool
+	// slot: this activation holds one of System.fresh, from its start
+	// without the lease until it takes it, parks or ends.
+	slot atomic.Bool
 	// finishing: the end step, which gives the lease back, is in flight or
 	// committed, so a renewal that misses the lease must not call it lost.
 	finishing atomic.Bool
@@ -137,6 +146,7 @@ func (a *activation) reset(inst persistence.Instance, hist *journalHist) {
 	}
 	a.newRun(base)
 	a.inst, a.epoch = inst, inst.LeaseEpoch
+	a.leased.Store(inst.LeaseOwner == a.sys.cfg.NodeID)
 	a.hist, a.pos, a.seq, a.live = hist, 0, int64(hist.len()), false
 	a.pending = persistence.Step{}
 	a.consumed, a.counters = map[int64]bool{}, map[string]int{}
@@ -466,6 +476,7 @@ func (a *activation) compensate() {
 }
 
 func (a *activation) runCompensation(c compensation) error {
+	a.takeLease()
 	start := time.Now()
 	for n := 1; ; n++ {
 		err := func() (err error) {
@@ -628,12 +639,15 @@ func (a *activation) crashed(reason error, infra bool) (time.Duration, bool, boo
 		return 0, false, a.finish(persistence.StatusFailed, nil, &budgetError{cause: reason})
 	}
 	log := append(recent, now)
-	if _, err := s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: true, RestartLog: log}); err != nil {
-		if errors.Is(err, persistence.ErrFenced) || s.ctx.Err() != nil {
+	step := persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: true, RestartLog: log}
+	take := a.withLease(&step)
+	if _, err := s.store.Apply(s.ctx, step); err != nil {
+		if errors.Is(err, persistence.ErrFenced) || errors.Is(err, persistence.ErrLeaseHeld) || s.ctx.Err() != nil {
 			return 0, false, false
 		}
 		return storeRetryDelay(), true, false
 	}
+	a.tookLease(take)
 	a.inst.RecentRestarts = log
 	a.hook(HookEvent{Kind: HookInstanceRestarted, Err: reason, Duration: delay})
 	return delay, true, false
@@ -668,7 +682,12 @@ func (a *activation) passivate() bool {
 	}
 	a.passivating = true
 	s.mu.Unlock()
-	_, err := s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true})
+	// One that never took the lease never wrote: the instance is as it
+	// was read, waiting and free.
+	var err error
+	if a.leased.Load() {
+		_, err = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true})
+	}
 	if err == nil || errors.Is(err, persistence.ErrFenced) {
 		a.hook(HookEvent{Kind: HookInstancePassivated})
 		return true

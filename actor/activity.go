@@ -172,7 +172,7 @@ func (a *activation) startAttempt(c *command) {
 		panic(replayDone{})
 	}
 	call := c.act
-	a.flush()
+	a.takeLease()
 	call.running = true
 	if call.attempt == 0 {
 		call.first = time.Now()

@@ -405,6 +405,7 @@ func (a *activation) dropPendingTimer(id string) bool {
 // mailbox may have changed. Shutdown and passivation unwind the goroutine.
 func (a *activation) park(recv []*command) bool {
 	a.flush()
+	a.releaseSlot()
 	var due <-chan time.Time
 	if t := a.nextDue(recv); !t.IsZero() {
 		tm := time.NewTimer(time.Until(t))
@@ -521,8 +522,12 @@ func (a *activation) commit() error {
 }
 
 // commitResult is commit, with the store's result.
-func (a *activation) commitResult() (persistence.StepResult, error) {
-	if a.pendingEmpty() {
+func (a *activation) commitResult() (persistence.StepResult, error) { return a.commitStep(false) }
+
+// commitStep commits what is pending; with lease, also a step with nothing
+// else in it if that is what it takes to take the lease.
+func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
+	if a.pendingEmpty() && (!lease || a.leased.Load()) {
 		return persistence.StepResult{}, nil
 	}
 	if a.replayOnly {
@@ -530,10 +535,12 @@ func (a *activation) commitResult() (persistence.StepResult, error) {
 	}
 	step := a.pending
 	step.Instance, step.Epoch = a.id, a.epoch
+	take := a.withLease(&step)
 	res, err := a.sys.store.Apply(a.sys.ctx, step)
 	if err != nil {
 		return res, err
 	}
+	a.tookLease(take)
 	a.pending = persistence.Step{}
 	clear(a.consumed)
 	if len(step.Unsubscribe) > 0 || step.Status.Terminal() && len(a.prefetch) > 0 {
@@ -553,10 +560,51 @@ func (a *activation) flush() {
 	}
 }
 
+// withLease makes step take the lease if this activation does not hold it
+// yet; it reports whether it did.
+func (a *activation) withLease(step *persistence.Step) bool {
+	if a.leased.Load() {
+		return false
+	}
+	step.TakeLease, step.LeaseTTL = a.sys.cfg.NodeID, a.sys.cfg.LeaseTTL
+	return true
+}
+
+// tookLease records that a step made by withLease committed: the lease is
+// held, one epoch on.
+func (a *activation) tookLease(take bool) {
+	if take {
+		a.epoch++
+		a.inst.LeaseOwner, a.inst.LeaseEpoch = a.sys.cfg.NodeID, a.epoch
+		a.leased.Store(true)
+		a.releaseSlot()
+	}
+}
+
+// releaseSlot gives back the System.fresh slot, if this activation holds one.
+func (a *activation) releaseSlot() {
+	if a.slot.CompareAndSwap(true, false) {
+		<-a.sys.fresh
+	}
+}
+
+// takeLease makes sure the lease is held before something runs outside the
+// store (an activity, a compensation): it commits what is pending, and
+// takes the lease with it, even if nothing is. On another node's lease the
+// activation stops (see fail).
+func (a *activation) takeLease() {
+	if _, err := a.commitStep(true); err != nil {
+		a.fail(err)
+	}
+}
+
 func (a *activation) fail(err error) {
 	// A lost lease, or an instance another node has already ended (it took
-	// over while this one was slow): this activation has nothing left to do.
-	if errors.Is(err, persistence.ErrFenced) || errors.Is(err, persistence.ErrInstanceDone) || a.sys.ctx.Err() != nil {
+	// over while this one was slow), or one that another node took while
+	// this one replayed it without the lease: this activation has nothing
+	// left to do.
+	if errors.Is(err, persistence.ErrFenced) || errors.Is(err, persistence.ErrInstanceDone) ||
+		errors.Is(err, persistence.ErrLeaseHeld) || a.sys.ctx.Err() != nil {
 		panic(stopPanic{reason: err.Error()})
 	}
 	panic(infraPanic{err: err})

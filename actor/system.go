@@ -43,7 +43,10 @@ type Config struct {
 	// ±20% jitter; minimum 10ms.
 	RecoveryInterval time.Duration
 	// MaxActivating bounds concurrent activation starts. Default 64; negative
-	// values are rejected.
+	// values are rejected. Eight times as many woken instances may be
+	// replaying at once before their first commit or park (a woken instance
+	// takes its lease with its first commit): so that waking 100,000
+	// instances at once holds a bounded number of them in memory.
 	MaxActivating int
 	// TimerHorizon is how far ahead timers are held in memory. Default 1
 	// minute, minimum 1s.
@@ -127,6 +130,9 @@ type System struct {
 	timers *timers.Service
 	// histPage is how many history events an activation reads at a time.
 	histPage int
+	// fresh holds a slot for each activation woken without its lease until
+	// it takes the lease, parks or ends (see activation.slot).
+	fresh chan struct{}
 	// cluster is Config.Cluster; nil when the node is alone.
 	cluster Cluster
 	// rebalance is signalled when the cluster's ownership changed; dead
@@ -305,6 +311,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
 		queueSubs: map[string][]string{},
 	}
+	s.fresh = make(chan struct{}, 8*cfg.MaxActivating)
 	if cfg.Cluster != nil {
 		s.cluster = cfg.Cluster
 		s.rebalanceCh = make(chan struct{}, 1)
@@ -532,7 +539,8 @@ func (s *System) renew() {
 		s.mu.Lock()
 		// Still the same live activation, and not giving the lease back
 		// itself meanwhile (passivating, finishing).
-		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping
+		// One woken without the lease (see activation.leased) holds none yet.
+		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping && a.leased.Load()
 		s.mu.Unlock()
 		if lost && a.leaseLost() {
 			s.log.Warn("lease taken over by another node; activation stopped", "instance", id)
@@ -848,7 +856,18 @@ func (s *System) activate(id string) {
 		s.endStart(id, false)
 		return
 	}
+	select {
+	case s.fresh <- struct{}{}:
+	case <-s.ctx.Done():
+		s.endStart(id, false)
+		return
+	}
 	a, err := s.load(id)
+	if a != nil && !a.leased.Load() {
+		a.slot.Store(true)
+	} else {
+		<-s.fresh
+	}
 	if err != nil {
 		switch {
 		case errors.Is(err, persistence.ErrLeaseHeld), errors.Is(err, persistence.ErrInstanceDone), errors.Is(err, persistence.ErrNotFound):
@@ -910,9 +929,17 @@ func (s *System) load(id string) (*activation, error) {
 	if s.cluster == nil && cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
 		return nil, persistence.ErrLeaseHeld
 	}
-	inst, err := s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL)
-	if err != nil {
-		return nil, err
+	// A passivated instance (waiting, no lease) is replayed as read: its
+	// first write takes the lease (Step.TakeLease), so a wake costs no
+	// commit of its own; another node that took it meanwhile fences that
+	// write, and this activation ends before it did anything outside.
+	// Anything else (running without a live lease: its node died or lost
+	// it mid-run) may have work to resume at once: take the lease first.
+	inst := cur
+	if cur.Status != persistence.StatusWaiting || cur.LeaseOwner != "" {
+		if inst, err = s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL); err != nil {
+			return nil, err
+		}
 	}
 	hist, err := readHist(s.ctx, s.store, id, inst.HistoryLen, s.histPage)
 	if err != nil {
@@ -982,12 +1009,16 @@ func (s *System) launch(a *activation) {
 
 // abandon drops an activation that never ran and gives its lease back.
 func (s *System) abandon(a *activation) {
-	_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	a.releaseSlot()
+	if a.leased.Load() {
+		_, _ = s.store.Apply(context.Background(), persistence.Step{Instance: a.id, Epoch: a.epoch, ReleaseLease: true})
+	}
 	a.hook(HookEvent{Kind: HookInstanceStopped})
 }
 
 // ended is called by an activation's goroutine as it exits.
 func (s *System) ended(a *activation, finished bool) {
+	a.releaseSlot()
 	// Reported while a is still registered, so that it comes before the
 	// activated event of the instance's next activation here.
 	a.hook(HookEvent{Kind: HookInstanceStopped})

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -181,8 +183,9 @@ func seed(t *testing.T, url string, extra ...string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	passivated := &passivations{n: map[string]int{}}
 	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(orderFlow, batchFlow, itemFlow), Logger: testutil.Logger(),
-		PassivateAfter: 10 * time.Millisecond, LeaseTTL: 2 * time.Second})
+		PassivateAfter: 10 * time.Millisecond, LeaseTTL: 2 * time.Second, Hooks: passivated})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +221,9 @@ func seed(t *testing.T, url string, extra ...string) {
 	}
 	testutil.Eventually(t, 30*time.Second, "waiting instances subscribed", subscribed)
 	// The news wakes the waiting instances, which do not take it and
-	// passivate again: wait for that, not for the state before it.
-	published := time.Now()
+	// passivate again without writing (a woken instance takes its lease
+	// with its first write): wait until each was woken and is gone again.
+	passivated.published.Store(true)
 	if _, err := sys.Publish(ctx, "news", "hello", actor.WithMessageID("news-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +232,9 @@ func seed(t *testing.T, url string, extra ...string) {
 	}
 	testutil.Eventually(t, 30*time.Second, "waiting instances passivated", func() bool {
 		for _, id := range waiting {
+			n := passivated.count(id)
 			in, err := st.Instance(ctx, id)
-			if err != nil || in.Status != persistence.StatusWaiting || !in.UpdatedAt.After(published) {
+			if err != nil || in.Status != persistence.StatusWaiting || n == 0 {
 				return false
 			}
 		}
@@ -238,6 +243,28 @@ func seed(t *testing.T, url string, extra ...string) {
 	if err := sys.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// passivations counts the passivations of each instance once published is
+// set.
+type passivations struct {
+	published atomic.Bool
+	mu        sync.Mutex
+	n         map[string]int
+}
+
+func (p *passivations) Observe(_ context.Context, e actor.HookEvent) {
+	if e.Kind == actor.HookInstancePassivated && p.published.Load() {
+		p.mu.Lock()
+		p.n[e.Instance]++
+		p.mu.Unlock()
+	}
+}
+
+func (p *passivations) count(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[id]
 }
 
 // result is one run of the command.

@@ -1,0 +1,152 @@
+package actor_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/persistence"
+)
+
+// waitPassivated waits until pid is waiting in the store with no lease and
+// no activation on sys.
+func waitPassivated(t *testing.T, sys *actor.System, st persistence.Store, pid actor.PID) {
+	t.Helper()
+	testutil.Eventually(t, 20*time.Second, "the instance passivates", func() bool {
+		info, err := sys.Inspect(context.Background(), pid)
+		return err == nil && !info.Active && info.Status == persistence.StatusWaiting && info.Node == ""
+	})
+}
+
+// A passivated instance is woken on node a, which reads and replays it
+// without the lease; before a writes anything, node b takes it (with its
+// own first write) and starts the activity. a's first write is fenced: a
+// stops without running the activity, and the activity runs once, on b,
+// for the message b took.
+func TestWokenInstanceTakenElsewhere(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	stA, stB := testutil.OpenSQLite(t, path), testutil.OpenSQLite(t, path)
+	var runs sync.Map // message value → runs
+	started := make(chan int, 4)
+	release := make(chan struct{})
+	act := actor.Activity("work", func(ctx context.Context, v int) (int, error) {
+		n, _ := runs.LoadOrStore(v, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		started <- v
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		return v * 10, nil
+	})
+	wf := actor.Workflow("take", func(ctx *actor.Context, _ int) (int, error) {
+		m, err := actor.Receive[int](ctx)
+		if err != nil {
+			return 0, err
+		}
+		return act.Run(ctx, m.Value)
+	})
+	cfg := func(node string, st persistence.Store) actor.Config {
+		return actor.Config{Store: st, NodeID: node, Workflows: actor.Register(wf), PassivateAfter: 20 * time.Millisecond}
+	}
+	a := testutil.StartNode(t, cfg("a", stA))
+	b := testutil.StartNode(t, cfg("b", stB))
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, err := actor.Spawn(ctx, a, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPassivated(t, a, stA, pid)
+
+	var once atomic.Bool
+	raced := make(chan struct{})
+	a.SetRaceHooks(actor.RaceHooks{Launching: func(id string) {
+		if id != string(pid) || !once.CompareAndSwap(false, true) {
+			return
+		}
+		// a has read the instance and its history, unleased. b now
+		// takes it: it receives message 1 and starts the activity, which
+		// commits the receive and the lease first.
+		if err := b.Send(ctx, pid, 2); err != nil {
+			t.Error(err)
+		}
+		if v := <-started; v != 1 {
+			t.Errorf("b's activity started for %d, want 1 (the first message)", v)
+		}
+		close(raced)
+	}})
+	if err := a.Send(ctx, pid, 1); err != nil {
+		t.Fatal(err)
+	}
+	<-raced
+	// a replays, receives message 2 (1 is gone) and must fail to commit
+	// that: b holds the lease at a newer epoch.
+	testutil.Eventually(t, 20*time.Second, "a's activation ends", func() bool {
+		info, err := a.Inspect(ctx, pid)
+		return err == nil && !info.Active && info.Node == "b"
+	})
+	close(release)
+	got, err := actor.Await(ctx, b, wf, pid)
+	if err != nil || got != 10 {
+		t.Fatalf("Await = %d, %v; want 10", got, err)
+	}
+	runs.Range(func(k, v any) bool {
+		if n := v.(*atomic.Int64).Load(); k.(int) != 1 || n != 1 {
+			t.Errorf("the activity ran %d times for message %d; want once, for 1", n, k)
+		}
+		return true
+	})
+}
+
+// A node stops while it has woken a passivated instance without taking the
+// lease: it leaves the instance as it was (waiting, free, its mail
+// unread), and the next node takes it from there.
+func TestStopWhileWokenWithoutLease(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	wf := actor.Workflow("stopwoken", func(ctx *actor.Context, _ int) (int, error) {
+		m, err := actor.Receive[int](ctx)
+		return m.Value, err
+	})
+	cfg := actor.Config{Store: st, Workflows: actor.Register(wf), PassivateAfter: 20 * time.Millisecond, LeaseTTL: 2 * time.Second}
+	a, err := actor.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, err := actor.Spawn(ctx, a, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPassivated(t, a, st, pid)
+	stopped := make(chan error, 1)
+	a.SetRaceHooks(actor.RaceHooks{Launching: func(id string) {
+		if id != string(pid) {
+			return
+		}
+		go func() { stopped <- a.Stop(context.Background()) }()
+		testutil.Eventually(t, 10*time.Second, "stop begins", a.IsStopping)
+	}})
+	if err := a.Send(ctx, pid, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	in, err := st.Instance(ctx, string(pid))
+	if err != nil || in.Status != persistence.StatusWaiting || in.LeaseOwner != "" || in.HistoryLen != 1 {
+		t.Fatalf("after the stop: %+v, %v; want waiting, free, 1 event", in, err)
+	}
+	if ms, err := st.Mailbox(ctx, string(pid), 0); err != nil || len(ms) != 1 {
+		t.Fatalf("mailbox after the stop: %d messages, %v; want the 1 sent", len(ms), err)
+	}
+	b := testutil.StartNode(t, cfg)
+	if got, err := actor.Await(ctx, b, wf, pid); err != nil || got != 7 {
+		t.Fatalf("Await on the next node = %d, %v; want 7", got, err)
+	}
+}
