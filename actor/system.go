@@ -522,7 +522,12 @@ func (s *System) renew() {
 	s.mu.Lock()
 	before := make(map[string]*activation, len(s.acts))
 	for id, a := range s.acts {
-		before[id] = a
+		// One woken without the lease (see activation.leased) holds none
+		// yet; if its first write takes it while the renewal runs, the
+		// renewal may not name it, and must not count it lost.
+		if a.leased.Load() {
+			before[id] = a
+		}
 	}
 	s.mu.Unlock()
 	held, err := s.store.RenewLeases(s.ctx, s.cfg.NodeID, s.cfg.LeaseTTL)
@@ -539,8 +544,7 @@ func (s *System) renew() {
 		s.mu.Lock()
 		// Still the same live activation, and not giving the lease back
 		// itself meanwhile (passivating, finishing).
-		// One woken without the lease (see activation.leased) holds none yet.
-		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping && a.leased.Load()
+		lost := s.acts[id] == a && !a.passivating && !a.finishing.Load() && !s.stopping
 		s.mu.Unlock()
 		if lost && a.leaseLost() {
 			s.log.Warn("lease taken over by another node; activation stopped", "instance", id)
