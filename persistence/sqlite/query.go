@@ -75,8 +75,7 @@ func (s *Store) HistoryRange(ctx context.Context, id string, fromSeq int64, limi
 	if limit <= 0 {
 		lim = -1 // SQLite: no limit
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
-		WHERE instance_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, id, fromSeq, lim)
+	rows, err := s.rst.history.QueryContext(ctx, id, fromSeq, lim)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
 	}

@@ -36,7 +36,7 @@ func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persis
 	if err := persistence.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.rst.history.QueryContext(ctx, id, fromSeq)
+	rows, err := s.rst.history.QueryContext(ctx, id, fromSeq, -1)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read history %s: %w", id, err)
 	}
@@ -375,7 +375,9 @@ func (rs *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 	pr := &preparer{ctx: ctx, db: db}
 	p := pr.prep
 	rs.instance = p(instanceSelect + ` WHERE id = ?`)
-	rs.history = p(`SELECT seq, kind, name, ref, payload, error, digest, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq`)
+	// History (no limit: -1) and HistoryRange, which activations read
+	// their history with, a page at a time.
+	rs.history = p(`SELECT seq, kind, name, ref, payload, error, digest, at FROM history WHERE instance_id = ? AND seq >= ? ORDER BY seq LIMIT ?`)
 	rs.mailbox = p(mailboxSQL + mailboxFirstQueueSQL + mailboxTail)
 	rs.competing = p(`SELECT channel FROM subscriptions WHERE instance_id = ? AND mode = 'competing' ORDER BY channel`)
 	return pr.err

@@ -19,6 +19,8 @@ const terminalSQL = `('completed', 'failed', 'cancelled')`
 type stmts struct {
 	insertInstance *sql.Stmt
 	updateInstance *sql.Stmt
+	channelMode    *sql.Stmt // the mode of another subscriber of a channel
+	insertSub      *sql.Stmt
 	appendInstance *sql.Stmt
 	insertEvent    *sql.Stmt
 	deleteMessage  *sql.Stmt
@@ -92,6 +94,9 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	// (an UPDATE that names a column rewrites every index holding it).
 	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, updated_at = ?2
 		WHERE id = ?3 AND lease_epoch = ?4 AND (?5 < 0 OR history_len = ?5) AND status NOT IN ` + terminalSQL)
+	st.channelMode = p(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`)
+	st.insertSub = p(`INSERT INTO subscriptions (instance_id, channel, mode) VALUES (?, ?, ?)
+		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`)
 	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
 	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
@@ -130,7 +135,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	closeStmts(st.insertInstance, st.updateInstance, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+	closeStmts(st.insertInstance, st.updateInstance, st.channelMode, st.insertSub, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
 		st.claimMessage, st.unclaimAll, st.unclaimChannel)
@@ -428,15 +433,14 @@ func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64, take bool) 
 
 func (s *Store) subscribe(tx *sql.Tx, id string, sub persistence.Subscription) error {
 	var mode string
-	err := tx.QueryRow(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`, sub.Channel, id).Scan(&mode)
+	err := tx.Stmt(s.st.channelMode).QueryRow(sub.Channel, id).Scan(&mode)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqlite: subscribe: %w", err)
 	}
 	if err == nil && persistence.Mode(mode) != sub.Mode {
 		return &persistence.ModeConflictError{Channel: sub.Channel, Existing: persistence.Mode(mode), Requested: sub.Mode}
 	}
-	if _, err := tx.Exec(`INSERT INTO subscriptions (instance_id, channel, mode) VALUES (?, ?, ?)
-		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`, id, sub.Channel, string(sub.Mode)); err != nil {
+	if _, err := tx.Stmt(s.st.insertSub).Exec(id, sub.Channel, string(sub.Mode)); err != nil {
 		return fmt.Errorf("sqlite: subscribe: %w", err)
 	}
 	return nil
