@@ -21,6 +21,8 @@ type stmts struct {
 	updateInstance *sql.Stmt
 	channelMode    *sql.Stmt // the mode of another subscriber of a channel
 	insertSub      *sql.Stmt
+	deleteSub      *sql.Stmt
+	targetStatus   *sql.Stmt // a message's target's status (NewMessage.MustDeliver)
 	appendInstance *sql.Stmt
 	insertEvent    *sql.Stmt
 	deleteMessage  *sql.Stmt
@@ -97,6 +99,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.channelMode = p(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`)
 	st.insertSub = p(`INSERT INTO subscriptions (instance_id, channel, mode) VALUES (?, ?, ?)
 		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`)
+	st.deleteSub = p(`DELETE FROM subscriptions WHERE instance_id = ? AND channel = ?`)
+	st.targetStatus = p(`SELECT status FROM instances WHERE id = ?`)
 	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
 	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
@@ -135,7 +139,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	closeStmts(st.insertInstance, st.updateInstance, st.channelMode, st.insertSub, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+	closeStmts(st.insertInstance, st.updateInstance, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
 		st.claimMessage, st.unclaimAll, st.unclaimChannel)
@@ -292,7 +296,7 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 	}
 	var ss *sendState
 	for _, ch := range step.Unsubscribe {
-		if _, err := tx.Exec(`DELETE FROM subscriptions WHERE instance_id = ? AND channel = ?`, id, ch); err != nil {
+		if _, err := tx.Stmt(s.st.deleteSub).Exec(id, ch); err != nil {
 			return fmt.Errorf("sqlite: unsubscribe: %w", err)
 		}
 		if ss == nil {
@@ -462,8 +466,8 @@ func encodeMeta(m map[string]string) (any, error) {
 // subscribers, read once (a step's sends do not change subscriptions, and
 // the ingress puts many events of one type in one step).
 type sendState struct {
-	useID, subs, insert *sql.Stmt
-	channels            map[string]channelSubs
+	useID, subs, insert, status *sql.Stmt
+	channels                    map[string]channelSubs
 }
 
 // channelSubs are a channel's subscribers and their mode ("" if none).
@@ -546,7 +550,7 @@ func (s *Store) send(tx *sql.Tx, ss *sendState, m persistence.NewMessage, now ti
 		}
 		if m.MustDeliver {
 			var status string
-			err := tx.QueryRow(`SELECT status FROM instances WHERE id = ?`, m.Target).Scan(&status)
+			err := bound(tx, &ss.status, s.st.targetStatus).QueryRow(m.Target).Scan(&status)
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("%w: %s", persistence.ErrNotFound, m.Target)
 			}
