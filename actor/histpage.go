@@ -89,6 +89,9 @@ func (h *journalHist) at(i int) persistence.Event {
 // read makes the page from i on the current one, keeping the one before as
 // prev (a look ahead past a page's end comes back to it).
 func (h *journalHist) read(i int) error {
+	if i < 0 || i >= h.n {
+		return fmt.Errorf("%w: history position %d read, the run has %d events", persistence.ErrHistoryGap, i, h.n)
+	}
 	limit := h.size
 	if limit <= 0 || i+limit > h.n {
 		limit = h.n - i
