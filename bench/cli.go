@@ -29,7 +29,7 @@ func runCLI(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer node.Close()
+	defer func() { _ = node.Close() }()
 	u := node.t.url
 	if node.t.temp() {
 		u = node.path

@@ -85,7 +85,7 @@ func (e *env) printUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.name, summary)
 	}
 	fmt.Fprintf(tw, "  help\tshow help for a command\n")
-	tw.Flush()
+	_ = tw.Flush() // help text to w; a write error shows in the next Fprintf too
 	fmt.Fprintf(w, `
 The store is given by --store or $%s: a path to an SQLite file
 (sqlite://PATH?synchronous=normal also works) or a postgres:// URL.
