@@ -9,6 +9,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
 
@@ -148,5 +149,71 @@ func TestStopWhileWokenWithoutLease(t *testing.T) {
 	b := testutil.StartNode(t, cfg)
 	if got, err := actor.Await(ctx, b, wf, pid); err != nil || got != 7 {
 		t.Fatalf("Await on the next node = %d, %v; want 7", got, err)
+	}
+}
+
+// Waking many passivated instances at once replays at most 8×MaxActivating
+// of them before their first commit or park: the rest wait to start, so
+// that a wake-all holds a bounded number of them in memory.
+func TestWokenReplaysBounded(t *testing.T) {
+	const n, bound = 40, 8 // MaxActivating 1
+	var inside, most atomic.Int64
+	gate := make(chan struct{})
+	wf := actor.Workflow("bounded", func(ctx *actor.Context, _ int) (int, error) {
+		if err := ctx.Subscribe("all", mailbox.Broadcast); err != nil {
+			return 0, err
+		}
+		m, err := actor.Receive[int](ctx)
+		if err != nil {
+			return 0, err
+		}
+		if !ctx.Replaying() {
+			// Taken, not committed: this activation has neither
+			// written nor parked since it was woken.
+			k := inside.Add(1)
+			for {
+				if old := most.Load(); k <= old || most.CompareAndSwap(old, k) {
+					break
+				}
+			}
+			<-gate
+			inside.Add(-1)
+		}
+		return m.Value, nil
+	})
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), PassivateAfter: 20 * time.Millisecond,
+		MaxActivating: 1})
+	ctx := testutil.Ctx(t, 60*time.Second)
+	pids := make([]actor.PID, n)
+	for i := range pids {
+		pid, err := actor.Spawn(ctx, sys, wf, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids[i] = pid
+	}
+	for _, pid := range pids {
+		waitPassivated(t, sys, st, pid)
+	}
+	if _, err := sys.Publish(ctx, "all", 7); err != nil {
+		t.Fatal(err)
+	}
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	t.Cleanup(release) // before the node's stop, should the test fail
+	// bound instances hold their message uncommitted; the others wait to
+	// start.
+	testutil.Eventually(t, 30*time.Second, "the bound reached, the rest waiting to start", func() bool {
+		return inside.Load() == bound && sys.Starting() == n-bound
+	})
+	release()
+	for _, pid := range pids {
+		if got, err := actor.Await(ctx, sys, wf, pid); err != nil || got != 7 {
+			t.Fatalf("Await(%s) = %d, %v", pid, got, err)
+		}
+	}
+	if m := most.Load(); m != bound {
+		t.Fatalf("%d woken instances were past their Receive without a commit at once; want at most (and here exactly) %d", m, bound)
 	}
 }
