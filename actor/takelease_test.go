@@ -29,8 +29,17 @@ func waitPassivated(t *testing.T, sys *actor.System, st persistence.Store, pid a
 // stops without running the activity, and the activity runs once, on b,
 // for the message b took.
 func TestWokenInstanceTakenElsewhere(t *testing.T) {
-	path := testutil.SQLitePath(t)
-	stA, stB := testutil.OpenSQLite(t, path), testutil.OpenSQLite(t, path)
+	t.Run("sqlite", func(t *testing.T) {
+		path := testutil.SQLitePath(t)
+		testWokenTakenElsewhere(t, testutil.OpenSQLite(t, path), testutil.OpenSQLite(t, path))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := testutil.PostgresURL(t)
+		testWokenTakenElsewhere(t, openPostgres(t, url), openPostgres(t, url))
+	})
+}
+
+func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 	var runs sync.Map // message value → runs
 	started := make(chan int, 4)
 	release := make(chan struct{})
