@@ -208,13 +208,11 @@ func (a *activation) takePrefetched(recv []*command) bool {
 		if c.done || !c.recv.spec.HasChannel || a.prefetch[c.recv.spec.Channel] == 0 {
 			continue
 		}
-		for i, m := range a.prefetched {
-			if m.Channel != c.recv.spec.Channel || !c.recv.matches(mailbox.FromStored(m)) {
-				continue
+		for _, m := range a.prefetched {
+			if m.Channel == c.recv.spec.Channel && c.recv.matches(mailbox.FromStored(m)) {
+				a.consume(c, m, nil) // which takes it off the list
+				return true
 			}
-			a.prefetched = append(a.prefetched[:i:i], a.prefetched[i+1:]...)
-			a.consume(c, m, nil)
-			return true
 		}
 	}
 	return false
@@ -223,13 +221,7 @@ func (a *activation) takePrefetched(recv []*command) bool {
 // dropPrefetched forgets the prefetched messages of channel: an
 // unsubscribe puts them back in its queue.
 func (a *activation) dropPrefetched(channel string) {
-	kept := a.prefetched[:0:0]
-	for _, m := range a.prefetched {
-		if m.Channel != channel {
-			kept = append(kept, m)
-		}
-	}
-	a.prefetched = kept
+	a.prefetched = slices.DeleteFunc(a.prefetched, func(m persistence.Message) bool { return m.Channel == channel })
 }
 
 // consume records the receive of m by c, claiming claim ahead with it. A
@@ -243,8 +235,8 @@ func (a *activation) consume(c *command, m persistence.Message, claim []persiste
 	a.pending.Consume = append(a.pending.Consume, m.Seq)
 	a.consumed[m.Seq] = true
 	if len(a.prefetched) > 0 {
-		// Taken from a store read (a receive without the channel filter):
-		// not to be served again.
+		// Served from the list, or taken from a store read (a receive
+		// without the channel filter): not to be served again.
 		a.prefetched = slices.DeleteFunc(a.prefetched, func(p persistence.Message) bool { return p.Seq == m.Seq })
 	}
 	if c.recv.waiting && c.recv.stored {
