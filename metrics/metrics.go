@@ -167,10 +167,12 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	// The counts first: a failed read counts in norn_store_errors_total,
+	// which the registry may read as soon as it is collected below.
+	st, ok := m.readStats()
 	for _, c := range m.collectors() {
 		c.Collect(ch)
 	}
-	st, ok := m.readStats()
 	if !ok {
 		return
 	}
