@@ -255,3 +255,42 @@ func TestMigrateOutboxFinished(t *testing.T) {
 		t.Fatalf("prune after the migration = %d, %v; want 1", n, err)
 	}
 }
+
+// Every step sets an instance's updated_at: an index holding it (as a key
+// or in its predicate) would make every step's UPDATE a non-HOT update,
+// which writes an entry into each of the table's indexes.
+func TestNoInstanceIndexHoldsUpdatedAt(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	openURL(t, url, postgres.Options{})
+	conn, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(bg)
+	var indexes int
+	var holding []string
+	rows, err := conn.Query(bg, `SELECT i.indexrelid::regclass::text,
+			EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attname = 'updated_at'
+				AND (a.attnum = ANY (i.indkey) OR coalesce(pg_get_expr(i.indpred, i.indrelid), '') LIKE '%updated_at%'))
+		FROM pg_index i WHERE i.indrelid = 'norn.instances'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var holds bool
+		if err := rows.Scan(&name, &holds); err != nil {
+			t.Fatal(err)
+		}
+		indexes++
+		if holds {
+			holding = append(holding, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if indexes == 0 || len(holding) > 0 {
+		t.Fatalf("%d instance indexes; holding updated_at: %v", indexes, holding)
+	}
+}

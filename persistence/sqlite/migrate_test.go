@@ -311,3 +311,44 @@ func TestMigrateOutboxFinished(t *testing.T) {
 		t.Fatalf("prune after the migration = %d, %v; want 1", n, err)
 	}
 }
+
+// Every step sets an instance's updated_at: an index holding it would be
+// rewritten on every step. The instance indexes hold only columns that
+// change at activation, passivation and the end.
+func TestNoInstanceIndexHoldsUpdatedAt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "norn.db")
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT il.name, ii.name FROM pragma_index_list('instances') il, pragma_index_info(il.name) ii`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var index, column string
+		if err := rows.Scan(&index, &column); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if column == "updated_at" {
+			t.Errorf("index %s holds updated_at", index)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no instance index read")
+	}
+}
