@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/gather"
 )
 
 // maxAttempts bounds how often a step that lost a conflict with another
@@ -142,24 +143,11 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 // run at once, each with its own connection.
 func (s *Store) writer() {
 	defer s.writers.Done()
-	batch := make([]*writeReq, 0, s.opts.MaxBatch)
+	g := gather.New(s.reqs, s.opts.MaxBatch, s.opts.CommitDelay)
 	for {
-		req, ok := <-s.reqs
+		batch, ok := g.Next()
 		if !ok {
 			return
-		}
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
 		}
 		s.commit(batch)
 	}

@@ -8,7 +8,10 @@
 // each WAL commit) would only give the latter. The cost of FULL is paid once
 // per batch, not once per step: a single writer goroutine takes every step
 // queued while the previous commit was being flushed and applies them in one
-// transaction, each in its own savepoint (group commit). Options.Synchronous =
+// transaction, each in its own savepoint (group commit). When fewer steps are
+// queued than the previous commit carried, it waits up to
+// Options.CommitDelay (50µs) for the callers that commit answered, who are
+// usually back by then; a lone caller never waits. Options.Synchronous =
 // Normal trades power-loss durability for latency where that is acceptable.
 //
 // Several processes may open one file: migrations run under BEGIN IMMEDIATE,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/gather"
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -44,6 +45,14 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxBatch caps how many steps share one commit. Default 512.
 	MaxBatch int
+	// CommitDelay is how long the writer may wait, before a commit, for
+	// more steps when fewer are queued than the previous commit carried
+	// (PostgreSQL's commit_delay, for the same reason): the callers that
+	// commit answered are usually back with their next step within tens
+	// of microseconds, and sharing this commit saves them waiting for the
+	// whole next one. A lone caller never waits. Default 50µs; negative
+	// turns it off.
+	CommitDelay time.Duration
 	// Readers is the number of read connections. Default 4.
 	Readers int
 	// Commits, if set, learns of every group commit (steps, duration,
@@ -68,6 +77,9 @@ func (o *Options) fill() error {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 512
+	}
+	if o.CommitDelay == 0 {
+		o.CommitDelay = 50 * time.Microsecond
 	}
 	if o.Readers <= 0 {
 		o.Readers = 4
@@ -408,24 +420,11 @@ func (s *Store) write(ctx context.Context, simple bool, fn func(tx *sql.Tx) erro
 // its own savepoint so that one failing step does not fail its neighbours.
 func (s *Store) writer() {
 	defer close(s.done)
-	batch := make([]*writeReq, 0, s.opts.MaxBatch)
+	g := gather.New(s.reqs, s.opts.MaxBatch, s.opts.CommitDelay)
 	for {
-		req, ok := <-s.reqs
+		batch, ok := g.Next()
 		if !ok {
 			return
-		}
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case r, ok := <-s.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
 		}
 		s.commit(batch)
 	}
