@@ -51,9 +51,10 @@ type Options struct {
 	// steps when fewer are queued than its previous commit carried: the
 	// callers that commit answered are usually back with their next step
 	// within tens of microseconds, and sharing this commit saves them
-	// waiting for another. A lone caller never waits. Default 50µs;
-	// negative turns it off. (This is PostgreSQL's commit_delay, done
-	// before the steps reach the server.)
+	// waiting for another. After a commit of one step a writer never
+	// waits, so a lone caller pays this at most once per writer, just
+	// after a burst. Default 50µs; negative turns it off. (This is
+	// PostgreSQL's commit_delay, done before the steps reach the server.)
 	CommitDelay time.Duration
 	// ConnectTimeout bounds each attempt to connect (TCP, TLS and
 	// authentication), so that Open fails fast when the server is down or
