@@ -71,9 +71,14 @@ func testTakeLease(t *testing.T, st persistence.Store) {
 	if _, err := st.AcquireLease(ctx(), "b", owner, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(80 * time.Millisecond) // the lease's own expiry, on the store's clock
-	apply(t, st, persistence.Step{Instance: "b", Epoch: 2, TakeLease: "node-c", LeaseTTL: time.Minute,
-		History: []persistence.Event{ev(1, "x")}})
+	err = afterExpiry(func() error {
+		_, err := st.Apply(ctx(), persistence.Step{Instance: "b", Epoch: 2, TakeLease: "node-c", LeaseTTL: time.Minute,
+			History: []persistence.Event{ev(1, "x")}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("take expired lease: %v", err)
+	}
 	check("expired lease taken", "b", persistence.StatusRunning, "node-c", 3, 2)
 	_, err = st.Apply(ctx(), persistence.Step{Instance: "b", Epoch: 2, History: []persistence.Event{ev(2, "y")}})
 	wantErr(t, err, persistence.ErrFenced)

@@ -89,7 +89,8 @@ func TestWaitEndsAfterDelay(t *testing.T) {
 	}
 }
 
-// A closed queue is drained, then Next reports false, even mid-wait.
+// A closed queue is drained, then Next reports false, also when it closes
+// while Next waits for company.
 func TestClosedQueue(t *testing.T) {
 	reqs := make(chan int, 10)
 	g := New(reqs, 8, time.Hour)
@@ -97,8 +98,13 @@ func TestClosedQueue(t *testing.T) {
 	reqs <- 2
 	next(t, g)
 	reqs <- 3
+	got := make(chan []int)
+	go func() {
+		b, _ := g.Next() // waits for a second request
+		got <- append([]int(nil), b...)
+	}()
 	close(reqs)
-	if b := next(t, g); len(b) != 1 || b[0] != 3 {
+	if b := <-got; len(b) != 1 || b[0] != 3 {
 		t.Fatalf("batch %v, want [3]", b)
 	}
 	if _, ok := g.Next(); ok {
