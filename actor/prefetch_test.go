@@ -1,9 +1,11 @@
 package actor_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // prefetcher takes one job with Prefetch(4) and waits for a plain "go"
@@ -265,5 +268,85 @@ func TestPrefetchedTakenByCatchAll(t *testing.T) {
 	}
 	if len(got) != 5 || len(seen) != 5 || restarts.Load() != 0 {
 		t.Fatalf("received %v with %d restarts, want 5 different jobs and none", got, restarts.Load())
+	}
+}
+
+// TestPrefetchedReceiveSeesLinkedFailure: a consumer that holds prefetched
+// jobs and has a linked child learns of the child's failure at its next
+// receive, as one without prefetch does, instead of working through the
+// jobs it holds first.
+func TestPrefetchedReceiveSeesLinkedFailure(t *testing.T) {
+	var sys *actor.System
+	failOnGo := actor.Workflow("fail-on-go", func(ctx *actor.Context, _ int) (int, error) {
+		if _, err := actor.Receive[string](ctx); err != nil {
+			return 0, err
+		}
+		return 0, errors.New("child broke")
+	})
+	// failChild has the child fail and returns once it has, while the
+	// consumer waits for this activity.
+	failChild := actor.Activity("fail-child", func(ctx context.Context, child string) (int, error) {
+		if err := sys.Send(ctx, actor.PID(child), "go"); err != nil {
+			return 0, err
+		}
+		inst, err := sys.AwaitDone(ctx, actor.PID(child))
+		if err != nil {
+			return 0, err
+		}
+		if inst.Status != persistence.StatusFailed {
+			return 0, fmt.Errorf("child %s", inst.Status)
+		}
+		return 0, nil
+	})
+	consumer := actor.Workflow("linked-consumer", func(ctx *actor.Context, _ int) (int, error) {
+		if err := ctx.Subscribe("jobs", mailbox.Competing, mailbox.Prefetch(8)); err != nil {
+			return 0, err
+		}
+		child, err := actor.SpawnChild(ctx, failOnGo, 0)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := actor.Receive[int](ctx, mailbox.OnChannel("jobs")); err != nil { // claims all 8
+			return 0, err
+		}
+		if _, err := failChild.Run(ctx, string(child)); err != nil {
+			return 0, err
+		}
+		for n := 1; ; n++ {
+			if _, err := actor.Receive[int](ctx, mailbox.OnChannel("jobs")); err != nil {
+				return n, err
+			}
+		}
+	})
+	sys = testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)),
+		Workflows:        actor.Register(failOnGo, consumer),
+		RecoveryInterval: time.Hour, PassivateAfter: time.Hour})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	for i := range 8 {
+		if _, err := sys.Publish(ctx, "jobs", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid, err := actor.Spawn(ctx, sys, consumer, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = actor.Await(ctx, sys, consumer, pid)
+	var we *actor.WorkflowError
+	if !errors.As(err, &we) || !strings.Contains(we.Message, "child broke") {
+		t.Fatalf("consumer with a failed linked child: %v", err)
+	}
+	info, err := sys.Inspect(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := 0
+	for _, e := range info.History {
+		if e.Kind == string(actor.EventReceived) && strings.Contains(string(e.Payload), `"Channel":"jobs"`) {
+			jobs++
+		}
+	}
+	if jobs != 1 {
+		t.Fatalf("the consumer took %d jobs, want 1: the failure must end it at its first receive after it", jobs)
 	}
 }

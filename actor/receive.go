@@ -199,9 +199,11 @@ func (a *activation) claimable(m persistence.Message, cands []persistence.Messag
 // instance's messages on a competing channel are exactly those it claimed
 // (nobody can send to it there), so the first prefetched match is the
 // first match in its mailbox but for messages still queued, among which a
-// competing consumer has no order to keep.
+// competing consumer has no order to keep. An instance watching linked
+// children reads the store instead, where a failed child's Down waits: a
+// wait must see it before taking anything else.
 func (a *activation) takePrefetched(recv []*command) bool {
-	if len(a.prefetched) == 0 {
+	if len(a.prefetched) == 0 || a.watchLinks() {
 		return false
 	}
 	for _, c := range recv {
