@@ -42,7 +42,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, owner string, now time.Time, tt
 	// a failure while reading comes after writing.
 	err := s.write(ctx, false, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.Stmt(s.ob.claim).Query(owner, now.Add(ttl).UnixNano(), now.UnixNano(), limit)
+		rows, err := s.stmt(tx, s.ob.claim).Query(owner, now.Add(ttl).UnixNano(), now.UnixNano(), limit)
 		if err != nil {
 			return fmt.Errorf("sqlite: claim outbox: %w", err)
 		}
@@ -78,7 +78,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, owner string, status persi
 		return err
 	}
 	return s.write(ctx, true, func(tx *sql.Tx) error {
-		r, err := tx.Stmt(s.ob.finish).Exec(string(status), ns(next), errText, id, owner, time.Now().UnixNano())
+		r, err := s.stmt(tx, s.ob.finish).Exec(string(status), ns(next), errText, id, owner, time.Now().UnixNano())
 		if err != nil {
 			return fmt.Errorf("sqlite: finish outbox event %s: %w", id, err)
 		}
@@ -87,7 +87,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, owner string, status persi
 		}
 		var claimer string
 		var expires int64
-		err = tx.Stmt(s.ob.claimer).QueryRow(id).Scan(&claimer, &expires)
+		err = s.stmt(tx, s.ob.claimer).QueryRow(id).Scan(&claimer, &expires)
 		return notClaimed(id, owner, claimer, fromNS(expires), err)
 	})
 }
@@ -121,7 +121,7 @@ func (s *Store) ReleaseOutbox(ctx context.Context, owner string, ids []string) (
 	}
 	var n int64
 	err = s.write(ctx, true, func(tx *sql.Tx) error {
-		r, err := tx.Stmt(s.ob.release).Exec(owner, string(list))
+		r, err := s.stmt(tx, s.ob.release).Exec(owner, string(list))
 		if err == nil {
 			n, err = r.RowsAffected()
 		}
@@ -141,7 +141,7 @@ func (s *Store) PruneOutbox(ctx context.Context, before time.Time, limit int) (i
 	}
 	var n int64
 	err := s.write(ctx, true, func(tx *sql.Tx) error {
-		r, err := tx.Stmt(s.ob.prune).Exec(before.UnixNano(), limit)
+		r, err := s.stmt(tx, s.ob.prune).Exec(before.UnixNano(), limit)
 		if err == nil {
 			n, err = r.RowsAffected()
 		}

@@ -105,6 +105,13 @@ type Store struct {
 	st  stmts
 	rst readStmts
 	ob  outboxStmts
+	// txStmts are the writer's statements bound to its current
+	// transaction (see stmt). The old transaction stays referenced until
+	// the next one, so its address cannot be reused meanwhile.
+	txStmts struct {
+		tx    *sql.Tx
+		bound map[*sql.Stmt]*sql.Stmt
+	}
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -475,18 +482,18 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) (bool, error) 
 			}
 			continue
 		}
-		if _, err := tx.Stmt(s.st.savepoint).Exec(); err != nil {
+		if _, err := s.stmt(tx, s.st.savepoint).Exec(); err != nil {
 			tx.Rollback() //nolint:errcheck
 			return finish(fmt.Errorf("sqlite: savepoint: %w", err))
 		}
 		r.err = r.fn(tx)
 		if r.err != nil {
-			if _, err := tx.Stmt(s.st.rollbackTo).Exec(); err != nil {
+			if _, err := s.stmt(tx, s.st.rollbackTo).Exec(); err != nil {
 				tx.Rollback() //nolint:errcheck
 				return finish(fmt.Errorf("sqlite: rollback to savepoint: %w", err))
 			}
 		}
-		if _, err := tx.Stmt(s.st.release).Exec(); err != nil {
+		if _, err := s.stmt(tx, s.st.release).Exec(); err != nil {
 			tx.Rollback() //nolint:errcheck
 			return finish(fmt.Errorf("sqlite: release savepoint: %w", err))
 		}
