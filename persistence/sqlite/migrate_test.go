@@ -38,6 +38,8 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 		`INSERT INTO history (instance_id, seq, kind, name, ref, payload, at) VALUES ('old', 1, 'activity', 'charge', 'a1', NULL, 2)`,
 		`INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at)
 			VALUES ('m1', '', 'old', 'someone', x'31', '{"k":"v"}', 5)`,
+		`INSERT INTO subscriptions (instance_id, channel, mode) VALUES ('old', 'news', 'broadcast')`,
+		`INSERT INTO timers (instance_id, timer_id, due) VALUES ('old', 't1', 9)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%.60s: %v", q, err)
@@ -87,6 +89,18 @@ func TestMigrateFromFirstSchema(t *testing.T) {
 	}
 	if evs, err := st.ListOutbox(ctx, "", "", 0); err != nil || len(evs) != 1 || evs[0].Instance != "old" || evs[0].Type != "E" {
 		t.Fatalf("outbox = %+v, %v", evs, err)
+	}
+	// An old instance holds what it held before the migration: its end
+	// deletes its subscriptions and timers.
+	if _, err := st.Apply(ctx, persistence.Step{Instance: "old", Epoch: 3, Status: persistence.StatusCompleted,
+		History: []persistence.Event{{Seq: 3, Kind: "completed"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if subs, err := st.Subscriptions(ctx, "old"); err != nil || len(subs) != 0 {
+		t.Fatalf("subscriptions of the ended old instance = %+v, %v", subs, err)
+	}
+	if ts, err := st.DueTimers(ctx, time.Now(), nil, 0); err != nil || len(ts) != 0 {
+		t.Fatalf("timers of the ended old instance = %+v, %v", ts, err)
 	}
 	var versions int
 	if err := st.Close(); err != nil {

@@ -19,6 +19,7 @@ const terminalSQL = `('completed', 'failed', 'cancelled')`
 type stmts struct {
 	insertInstance *sql.Stmt
 	updateInstance *sql.Stmt
+	endInstance    *sql.Stmt // updateInstance, returning what the instance holds
 	channelMode    *sql.Stmt // the mode of another subscriber of a channel
 	insertSub      *sql.Stmt
 	deleteSub      *sql.Stmt
@@ -75,9 +76,9 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	pr := &preparer{ctx: ctx, db: db}
 	p := pr.prep
 	st.insertInstance = p(`INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
-			run, history_len, created_at, updated_at, bucket)
-		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, 0, 0, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
-	st.updateInstance = p(`UPDATE instances SET
+			run, history_len, created_at, updated_at, bucket, holds)
+		VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, 0, 0, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
+	update := `UPDATE instances SET
 		history_len = CASE WHEN ?1 THEN ?2 ELSE history_len + ?2 END,
 		run = run + ?1,
 		status = COALESCE(NULLIF(?3, ''), CASE WHEN ?14 != '' AND status = 'waiting' THEN 'running' ELSE status END),
@@ -88,13 +89,16 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		lease_epoch = lease_epoch + (?14 != ''),
 		restarts = restarts + ?8,
 		restart_log = COALESCE(?13, restart_log),
+		holds = holds | ?16,
 		updated_at = ?9
 		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND status NOT IN ` + terminalSQL + `
-			AND (?14 = '' OR lease_owner IS NULL OR lease_owner = ?14 OR lease_expires < ?9)`)
+			AND (?14 = '' OR lease_owner IS NULL OR lease_owner = ?14 OR lease_expires < ?9)`
+	st.updateInstance = p(update)
+	st.endInstance = p(update + ` RETURNING holds`)
 	// Most steps only append history: setting no indexed column but
 	// updated_at, SQLite then leaves the status and lease indexes alone
 	// (an UPDATE that names a column rewrites every index holding it).
-	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, updated_at = ?2
+	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, holds = holds | ?6, updated_at = ?2
 		WHERE id = ?3 AND lease_epoch = ?4 AND (?5 < 0 OR history_len = ?5) AND status NOT IN ` + terminalSQL)
 	st.channelMode = p(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`)
 	st.insertSub = p(`INSERT INTO subscriptions (instance_id, channel, mode) VALUES (?, ?, ?)
@@ -139,7 +143,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (st *stmts) close() {
-	closeStmts(st.insertInstance, st.updateInstance, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
+	closeStmts(st.insertInstance, st.updateInstance, st.endInstance, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
 		st.claimMessage, st.unclaimAll, st.unclaimChannel)
@@ -182,6 +186,8 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 	now := time.Now()
 	id := step.Instance
 	epoch := step.Epoch
+	adds := stepHolds(step)
+	holds := holdsAll // what an ending instance has to clean up
 	if step.Create != nil {
 		c := step.Create
 		status := c.Status
@@ -197,7 +203,7 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 			expires = now.Add(step.LeaseTTL).UnixNano()
 		}
 		r, err := s.stmt(tx, s.st.insertInstance).Exec(c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch,
-			expires, rowcodec.EncodeTimes(restarts), now.UnixNano(), now.UnixNano(), persistence.BucketOf(c.ID))
+			expires, rowcodec.EncodeTimes(restarts), now.UnixNano(), now.UnixNano(), persistence.BucketOf(c.ID), adds)
 		if err != nil {
 			return fmt.Errorf("sqlite: insert instance: %w", err)
 		}
@@ -228,23 +234,42 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		if step.RestartLog != nil {
 			restartLog = rowcodec.EncodeTimes(step.RestartLog)
 		}
-		var r sql.Result
+		var n int64
 		var err error
-		if !step.ResetHistory && step.Status == "" && !release && !step.IncRestarts && step.RestartLog == nil && step.TakeLease == "" {
-			r, err = s.stmt(tx, s.st.appendInstance).Exec(len(step.History), now.UnixNano(), id, epoch, expect)
-		} else {
+		switch {
+		case !step.ResetHistory && step.Status == "" && !release && !step.IncRestarts && step.RestartLog == nil && step.TakeLease == "":
+			var r sql.Result
+			if r, err = s.stmt(tx, s.st.appendInstance).Exec(len(step.History), now.UnixNano(), id, epoch, expect, adds); err == nil {
+				n, _ = r.RowsAffected()
+			}
+		default:
 			var expires int64
 			if step.TakeLease != "" {
 				expires = now.Add(step.LeaseTTL).UnixNano()
 			}
-			r, err = s.stmt(tx, s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
+			args := []any{b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
 				step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog,
-				step.TakeLease, expires)
+				step.TakeLease, expires, adds}
+			if step.Status.Terminal() {
+				// The ending update says what the instance holds, so that
+				// the clean-up below skips what it never had.
+				err = s.stmt(tx, s.st.endInstance).QueryRow(args...).Scan(&holds)
+				if errors.Is(err, sql.ErrNoRows) {
+					err = nil
+				} else if err == nil {
+					n = 1
+				}
+			} else {
+				var r sql.Result
+				if r, err = s.stmt(tx, s.st.updateInstance).Exec(args...); err == nil {
+					n, _ = r.RowsAffected()
+				}
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: update instance: %w", err)
 		}
-		if n, _ := r.RowsAffected(); n == 0 {
+		if n == 0 {
 			return s.diagnose(tx, id, epoch, expect, step.TakeLease != "")
 		}
 	}
@@ -355,22 +380,54 @@ func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.St
 		}
 	}
 	if step.Status.Terminal() {
-		for _, q := range []*sql.Stmt{s.st.dropSubs, s.st.dropTimers} {
-			if _, err := s.stmt(tx, q).Exec(id); err != nil {
+		for _, d := range []struct {
+			bit int64
+			q   *sql.Stmt
+		}{{holdsSubs, s.st.dropSubs}, {holdsTimers, s.st.dropTimers}} {
+			if holds&d.bit == 0 {
+				continue
+			}
+			if _, err := s.stmt(tx, d.q).Exec(id); err != nil {
 				return fmt.Errorf("sqlite: release ended instance: %w", err)
 			}
 		}
-		if ss == nil {
-			ss = &sendState{}
-		}
-		if err := s.unclaim(tx, ss, id, "", res); err != nil {
-			return err
+		if holds&holdsClaims != 0 {
+			if ss == nil {
+				ss = &sendState{}
+			}
+			if err := s.unclaim(tx, ss, id, "", res); err != nil {
+				return err
+			}
 		}
 		if _, err := s.stmt(tx, s.st.dropMail).Exec(id); err != nil {
 			return fmt.Errorf("sqlite: release ended instance: %w", err)
 		}
 	}
 	return nil
+}
+
+// The bits of instances.holds: what an instance may hold that its end
+// must delete or give back. Steps only ever add bits.
+const (
+	holdsSubs   int64 = 1
+	holdsTimers int64 = 2
+	holdsClaims int64 = 4
+	holdsAll          = holdsSubs | holdsTimers | holdsClaims
+)
+
+// stepHolds is what step adds to its instance's holds.
+func stepHolds(step persistence.Step) int64 {
+	var h int64
+	if len(step.Subscribe) > 0 {
+		h |= holdsSubs
+	}
+	if len(step.AddTimers) > 0 {
+		h |= holdsTimers
+	}
+	if len(step.Claim) > 0 {
+		h |= holdsClaims
+	}
+	return h
 }
 
 // unclaim puts the messages id claimed (Step.Claim) back in their queues,

@@ -480,6 +480,19 @@ func testTerminal(t *testing.T, st persistence.Store) {
 	if in.Status != persistence.StatusCancelled || in.Error != "stop" || in.LeaseOwner != "" {
 		t.Fatalf("cancelled instance = %+v", in)
 	}
+	// Subscribed in the step that creates it, a timer in a later step that
+	// only appends history, ended by a third: both are gone.
+	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "c", Workflow: "wf", LeaseOwner: "n", LeaseEpoch: 1},
+		Subscribe: []persistence.Subscription{{Channel: "other", Mode: persistence.Broadcast}}})
+	apply(t, st, persistence.Step{Instance: "c", Epoch: 1, History: []persistence.Event{ev(0, "sleep")},
+		AddTimers: []persistence.Timer{{ID: "t2", Due: time.Now().Add(time.Hour)}}})
+	apply(t, st, persistence.Step{Instance: "c", Epoch: 1, Status: persistence.StatusCompleted, History: []persistence.Event{ev(1, "completed")}})
+	if subs, _ := st.Subscriptions(ctx(), "c"); len(subs) != 0 {
+		t.Fatalf("subscription of the create step kept: %+v", subs)
+	}
+	if ts, _ := st.DueTimers(ctx(), time.Now().Add(2*time.Hour), nil, 0); len(ts) != 0 {
+		t.Fatalf("timer of a history-only step kept: %+v", ts)
+	}
 }
 
 func testTimers(t *testing.T, st persistence.Store) {
