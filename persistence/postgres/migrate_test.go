@@ -293,4 +293,25 @@ func TestNoInstanceIndexHoldsUpdatedAt(t *testing.T) {
 	if indexes == 0 || len(holding) > 0 {
 		t.Fatalf("%d instance indexes; holding updated_at: %v", indexes, holding)
 	}
+	// One index of the live instances: each such index is one more entry
+	// to write at every status change.
+	var live []string
+	rows, err = conn.Query(bg, `SELECT i.indexrelid::regclass::text FROM pg_index i
+		WHERE i.indrelid = 'norn.instances'::regclass AND pg_get_expr(i.indpred, i.indrelid) LIKE '%running%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 1 || live[0] != "norn.instances_bucket_live" {
+		t.Errorf("indexes of the live instances = %v, want [norn.instances_bucket_live]", live)
+	}
 }

@@ -365,4 +365,22 @@ func TestNoInstanceIndexHoldsUpdatedAt(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no instance index read")
 	}
+	// One index of the live instances: each such index is one more entry
+	// to rewrite at every status change.
+	var live []string
+	rows, err = db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'instances' AND sql LIKE '%WHERE status IN%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, name)
+	}
+	if len(live) != 1 || live[0] != "instances_bucket_live" {
+		t.Errorf("indexes of the live instances = %v, want [instances_bucket_live]", live)
+	}
 }

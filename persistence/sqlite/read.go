@@ -124,8 +124,8 @@ func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]strin
 		limit = 1000
 	}
 	// The status list is word for word the predicate of the partial
-	// indexes instances_status and instances_bucket_live: SQLite uses a
-	// partial index only for a query that repeats its predicate.
+	// index instances_bucket_live: SQLite uses a partial index only for a
+	// query that repeats its predicate.
 	rows, err := s.r.QueryContext(ctx, `SELECT id FROM instances i
 		WHERE status IN ('running', 'waiting', 'compensating')`+bucketFilter(buckets)+`
 		AND (lease_owner IS NULL OR lease_expires < ?1)
