@@ -123,13 +123,14 @@ var statements = map[string]string{
 	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
 	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log, $11 lease
 	// TTL in nanoseconds (if positive, the lease expires that long after
-	// the server's now instead of at $8), $12 bucket.
+	// the server's now instead of at $8), $12 bucket, $13 history length
+	// (the events the creating step appends, when it does nothing else).
 	sqlInsertInstance: `WITH ins AS (
 		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
 			run, history_len, created_at, updated_at, bucket)
 		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::text, NULLIF($6::text, ''), $7::bigint,
 			CASE WHEN $11::bigint > 0 THEN ` + serverNowNS + ` + $11::bigint ELSE $8::bigint END, $10::text,
-			0, 0, $9::bigint, $9::bigint, $12::integer)
+			0, $13::bigint, $9::bigint, $9::bigint, $12::integer)
 		ON CONFLICT (id) DO NOTHING RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM ins), '` + checkExists + `', '')`,
 

@@ -44,6 +44,9 @@ func (s *Store) compile(r *writeReq) []op {
 	}
 
 	id, epoch := step.Instance, step.Epoch
+	// A new instance whose step only appends history is written whole by
+	// its insert: no update of the row just inserted.
+	appendOnly := !step.ResetHistory && step.Status == "" && !step.ReleaseLease && !step.IncRestarts && step.RestartLog == nil && step.TakeLease == ""
 	if c := step.Create; c != nil {
 		status := c.Status
 		if status == "" {
@@ -54,9 +57,13 @@ func (s *Store) compile(r *writeReq) []op {
 			restarts = step.RestartLog
 		}
 		cid := c.ID
+		var hlen int64
+		if appendOnly {
+			hlen = int64(len(step.History))
+		}
 		add(op{label: "insert instance", name: sqlInsertInstance,
 			args: []any{c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch, ns(c.LeaseExpires), nowNS,
-				rowcodec.EncodeTimes(restarts), int64(step.LeaseTTL), int32(persistence.BucketOf(c.ID))},
+				rowcodec.EncodeTimes(restarts), int64(step.LeaseTTL), int32(persistence.BucketOf(c.ID)), hlen},
 			check: func(*pgconn.PgError) (error, *op) {
 				// The ID is taken: nothing of the step applies, and the
 				// caller gets the instance that holds it.
@@ -72,7 +79,7 @@ func (s *Store) compile(r *writeReq) []op {
 			}})
 		id, epoch = c.ID, c.LeaseEpoch
 	}
-	if id != "" && (step.Create == nil || len(step.History) > 0 || step.Status != "") {
+	if id != "" && (step.Create == nil || (!appendOnly && (len(step.History) > 0 || step.Status != ""))) {
 		expect := int64(-1)
 		if len(step.History) > 0 && !step.ResetHistory {
 			expect = step.History[0].Seq

@@ -480,13 +480,18 @@ func testTerminal(t *testing.T, st persistence.Store) {
 	if in.Status != persistence.StatusCancelled || in.Error != "stop" || in.LeaseOwner != "" {
 		t.Fatalf("cancelled instance = %+v", in)
 	}
-	// Subscribed in the step that creates it, a timer in a later step that
-	// only appends history, ended by a third: both are gone.
+	// Subscribed in the step that creates it (with its first event), a
+	// timer in a later step that only appends history, ended by a third:
+	// both are gone, and each step found the history length it expected.
 	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "c", Workflow: "wf", LeaseOwner: "n", LeaseEpoch: 1},
+		History:   []persistence.Event{ev(0, "started")},
 		Subscribe: []persistence.Subscription{{Channel: "other", Mode: persistence.Broadcast}}})
-	apply(t, st, persistence.Step{Instance: "c", Epoch: 1, History: []persistence.Event{ev(0, "sleep")},
+	apply(t, st, persistence.Step{Instance: "c", Epoch: 1, History: []persistence.Event{ev(1, "sleep")},
 		AddTimers: []persistence.Timer{{ID: "t2", Due: time.Now().Add(time.Hour)}}})
-	apply(t, st, persistence.Step{Instance: "c", Epoch: 1, Status: persistence.StatusCompleted, History: []persistence.Event{ev(1, "completed")}})
+	apply(t, st, persistence.Step{Instance: "c", Epoch: 1, Status: persistence.StatusCompleted, History: []persistence.Event{ev(2, "completed")}})
+	if in, _ := st.Instance(ctx(), "c"); in.HistoryLen != 3 {
+		t.Fatalf("history length = %d, want 3", in.HistoryLen)
+	}
 	if subs, _ := st.Subscriptions(ctx(), "c"); len(subs) != 0 {
 		t.Fatalf("subscription of the create step kept: %+v", subs)
 	}
