@@ -123,17 +123,7 @@ func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]strin
 	if limit <= 0 {
 		limit = 1000
 	}
-	// The status list is word for word the predicate of the partial
-	// index instances_bucket_live: SQLite uses a partial index only for a
-	// query that repeats its predicate.
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM instances i
-		WHERE status IN ('running', 'waiting', 'compensating')`+bucketFilter(buckets)+`
-		AND (lease_owner IS NULL OR lease_expires < ?1)
-		AND (status != 'waiting' OR cancel_reason != ''
-			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
-			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = i.id AND s.mode = 'competing'))
-		ORDER BY updated_at LIMIT ?2`, time.Now().UnixNano(), limit)
+	rows, err := s.r.QueryContext(ctx, runnableSQL(buckets), time.Now().UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: runnable instances: %w", err)
 	}
@@ -151,6 +141,23 @@ func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]strin
 	}
 	return out, nil
 }
+
+// runnableSQL is Runnable's query, reading instances_bucket_live.
+func runnableSQL(buckets []int) string {
+	return `SELECT id FROM instances i
+		WHERE ` + livePredicate + bucketFilter(buckets) + `
+		AND (lease_owner IS NULL OR lease_expires < ?1)
+		AND (status != 'waiting' OR cancel_reason != ''
+			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
+			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
+				WHERE s.instance_id = i.id AND s.mode = 'competing'))
+		ORDER BY updated_at LIMIT ?2`
+}
+
+// livePredicate is word for word the predicate of the partial index
+// instances_bucket_live (migration 0013): SQLite uses a partial index only
+// for a query that repeats its predicate.
+const livePredicate = `(status = 'running' OR status = 'waiting' OR status = 'compensating')`
 
 // bucketFilter is the condition " AND bucket IN (...)" for a non-empty
 // bucket set, or nothing for nil (every bucket). The buckets are validated

@@ -37,7 +37,7 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 
 const (
 	sqlStatsInstances = `SELECT workflow, status, COUNT(*) FROM instances
-		WHERE status IN ('running', 'waiting', 'compensating') GROUP BY workflow, status ORDER BY workflow, status`
+		WHERE ` + livePredicate + ` GROUP BY workflow, status ORDER BY workflow, status`
 	sqlStatsCounts = `SELECT (SELECT COUNT(*) FROM timers),
 		(SELECT COUNT(*) FROM messages WHERE target IS NOT NULL),
 		(SELECT COUNT(*) FROM messages WHERE target IS NULL),

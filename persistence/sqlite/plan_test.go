@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// explain returns the opcodes of q's program on the writer connection.
+func explain(t *testing.T, st *Store, q string, args ...any) []string {
+	t.Helper()
+	rows, err := st.w.Query("EXPLAIN "+q, args...)
+	if err != nil {
+		t.Fatalf("explain %.60s: %v", q, err)
+	}
+	defer rows.Close()
+	var ops []string
+	for rows.Next() {
+		var addr, p1, p2, p3, p5 int64
+		var op string
+		var p4, comment any
+		if err := rows.Scan(&addr, &op, &p1, &p2, &p3, &p4, &p5, &comment); err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// The writes that create an instance, change its status or append to it
+// build no temporary table: SQLite builds one, on every execution, for an
+// IN list of three or more constants, in a statement or in the predicate
+// of a partial index the statement must maintain.
+func TestInstanceWritesBuildNoTemporaryTable(t *testing.T) {
+	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, q := range []string{
+		`INSERT INTO instances (id, workflow, status, input, created_at, updated_at, bucket) VALUES ('a', 'wf', 'running', x'', 1, 1, 3)`,
+		`UPDATE instances SET status = 'completed', lease_owner = NULL WHERE id = 'a' AND ` + liveSQL,
+		`UPDATE instances SET status = 'running' WHERE id = 'a' AND ` + liveSQL,
+		`UPDATE instances SET history_len = history_len + 1 WHERE id = 'a' AND ` + liveSQL,
+	} {
+		for _, op := range explain(t, st, q) {
+			if op == "OpenEphemeral" {
+				t.Errorf("%s: builds a temporary table", strings.Join(strings.Fields(q), " "))
+				break
+			}
+		}
+	}
+}
+
+// Runnable reads only live instances, by an index: their partial index
+// with a bucket set, and that or the status index (one range per live
+// status) without.
+func TestRunnableReadsLiveIndex(t *testing.T) {
+	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, buckets := range [][]int{nil, {1, 5}} {
+		rows, err := st.r.Query("EXPLAIN QUERY PLAN "+runnableSQL(buckets), 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		ok := len(plan) > 0 && (strings.Contains(plan[0], "instances_bucket_live") ||
+			buckets == nil && strings.Contains(plan[0], "(status=?)"))
+		if !ok {
+			t.Errorf("buckets %v: plan %q does not start with an index of live instances", buckets, plan)
+		}
+	}
+}
