@@ -548,7 +548,8 @@ type Store interface {
 // Notifier is implemented by stores shared between processes. The actor
 // runtime type-asserts its Store to it to learn about mail, spawns and
 // cancels that other processes committed for instances it may host, so that
-// it need not poll the store for them.
+// it need not poll the store for them. A spawn made under a lease runs in
+// the process that made it and wakes nobody.
 type Notifier interface {
 	// Listen calls fn with the IDs of instances that another process woke
 	// (nil means "rescan everything": a gap may have lost notifications).

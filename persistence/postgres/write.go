@@ -188,8 +188,10 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			if r.err == nil {
 				woken = append(woken, r.res.Woken...)
-				if c := r.step.Create; c != nil && r.res.Existing == nil {
-					woken = append(woken, c.ID) // a spawn: its owner may be elsewhere
+				if c := r.step.Create; c != nil && r.res.Existing == nil && c.LeaseOwner == "" {
+					// A spawn nobody leased: its owner may be elsewhere. One
+					// created under a lease runs where it was created.
+					woken = append(woken, c.ID)
 				}
 			}
 			close(r.done)
