@@ -15,7 +15,7 @@ import (
 
 // liveSQL is "the instance has not ended", as three comparisons: SQLite
 // evaluates NOT IN over three or more constants through a temporary table
-// it builds on every execution, a third of the cost of a step's update.
+// it builds on every execution, which every step's update paid for.
 const liveSQL = `(status <> 'completed' AND status <> 'failed' AND status <> 'cancelled')`
 
 // stmts are the writer connection's prepared statements for the hot path.
@@ -97,8 +97,9 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND ` + liveSQL + `
 			AND (?14 = '' OR lease_owner IS NULL OR lease_owner = ?14 OR lease_expires < ?9)`
 	st.updateInstance = p(update)
-	// Not RETURNING on the update: in SQLite that opens a temporary table
-	// per statement, three times the cost of this lookup.
+	// Read after an ending update rather than RETURNING from it: SQLite
+	// builds a temporary table for every execution of a RETURNING
+	// statement, which costs more than this lookup.
 	st.instanceHolds = p(`SELECT holds FROM instances WHERE id = ?`)
 	// Most steps only append history: setting no indexed column but
 	// updated_at, SQLite then leaves the status and lease indexes alone
