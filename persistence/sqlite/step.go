@@ -161,13 +161,31 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 	if err := step.Validate(); err != nil {
 		return res, err
 	}
-	// Only these parts of a step can fail after the step has written.
-	simple := len(step.Consume) == 0 && len(step.Send) == 0 && len(step.Subscribe) == 0 && len(step.FireTimers) == 0
-	err := s.write(ctx, simple, func(tx *sql.Tx) error {
+	err := s.write(ctx, simple(step), func(tx *sql.Tx) error {
 		res = persistence.StepResult{}
 		return s.applyStep(tx, step, &res)
 	})
 	return res, err
+}
+
+// simple reports whether step can fail only before its first write, with
+// one of the errors failsBeforeWriting lists, so that it needs no savepoint
+// of its own in a shared commit. Consuming a message, subscribing, firing a
+// timer and a MustDeliver send can fail after the step wrote. A send can
+// too, on a channel whose mode conflicts, but that is a programming error,
+// not a race: it costs the commit a redo with a savepoint around every step
+// (see commit), and sends are too common (every instance's end sends its
+// Down) to pay for a savepoint each.
+func simple(step persistence.Step) bool {
+	if len(step.Consume) > 0 || len(step.Subscribe) > 0 || len(step.FireTimers) > 0 {
+		return false
+	}
+	for _, m := range step.Send {
+		if m.MustDeliver {
+			return false
+		}
+	}
+	return true
 }
 
 // firstErr returns the first non-nil error: validation reports one
