@@ -8,7 +8,10 @@
 // each WAL commit) would only give the latter. The cost of FULL is paid once
 // per batch, not once per step: a single writer goroutine takes every step
 // queued while the previous commit was being flushed and applies them in one
-// transaction, each in its own savepoint (group commit). When fewer steps are
+// transaction (group commit), with a savepoint around each step that can
+// fail after it has written (consuming, subscribing, firing a timer, a
+// MustDeliver send); should another step fail part-way, the commit is
+// redone with a savepoint around every step. When fewer steps are
 // queued than the previous commit carried, it waits up to
 // Options.CommitDelay (50µs) for the callers that commit answered, who are
 // usually back by then; a lone caller never waits. Options.Synchronous =
