@@ -152,10 +152,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		return "file:" + path + "?" + q.Encode()
 	}
-	// The writer's savepoint journal (one savepoint per step in a shared
-	// commit) spills to a temporary file past 64 KiB and then costs two
-	// write syscalls per page; in memory it is a copy. Readers keep temp
-	// files on disk: their sorts can be large.
+	// The writer's savepoint journal (the savepoints of the steps in a
+	// shared commit that can fail part-way) spills to a temporary file past
+	// 64 KiB and then costs two write syscalls per page; in memory it is a
+	// copy. Readers keep temp files on disk: their sorts can be large.
 	w, err := sql.Open("sqlite", pragmas("_txlock", "immediate", "_pragma", "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
