@@ -12,25 +12,7 @@ import (
 	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
-// commitLog records the size of every commit.
-type commitLog struct {
-	mu    sync.Mutex
-	steps []int
-}
-
-func (l *commitLog) ObserveCommit(ci persistence.CommitInfo) {
-	l.mu.Lock()
-	l.steps = append(l.steps, ci.Steps)
-	l.mu.Unlock()
-}
-
-func (l *commitLog) sizes() []int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]int(nil), l.steps...)
-}
-
-func openDelayed(t *testing.T, delay time.Duration, log *commitLog) *sqlite.Store {
+func openDelayed(t *testing.T, delay time.Duration, log *sqlite.CommitLog) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"),
 		sqlite.Options{CommitDelay: delay, Commits: log})
@@ -49,7 +31,7 @@ func create(ctx context.Context, st *sqlite.Store, id string) error {
 // A caller alone never waits for company: with a commit delay of an hour,
 // its steps still commit one after another.
 func TestCommitDelayLoneCallerDoesNotWait(t *testing.T) {
-	log := &commitLog{}
+	log := &sqlite.CommitLog{}
 	st := openDelayed(t, time.Hour, log)
 	done := make(chan error, 1)
 	go func() {
@@ -72,7 +54,7 @@ func TestCommitDelayLoneCallerDoesNotWait(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for i, n := range log.sizes() {
+	for i, n := range log.Sizes() {
 		if n != 1 {
 			t.Fatalf("commit %d carried %d steps, want 1", i, n)
 		}
@@ -86,7 +68,7 @@ func TestCommitDelayLoneCallerDoesNotWait(t *testing.T) {
 // delay the writer starts each commit with the first caller back, and most
 // commits carry one step.)
 func TestCommitDelayGathersReturningCallers(t *testing.T) {
-	log := &commitLog{}
+	log := &sqlite.CommitLog{}
 	st := openDelayed(t, 2*time.Second, log)
 	const callers, rounds = 3, 100
 	var wg sync.WaitGroup
@@ -112,7 +94,7 @@ func TestCommitDelayGathersReturningCallers(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sizes := log.sizes()
+	sizes := log.Sizes()
 	total, shared := 0, 0
 	for _, n := range sizes {
 		total += n

@@ -63,20 +63,7 @@ func TestRunnableReadsLiveIndex(t *testing.T) {
 	}
 	defer st.Close()
 	for _, buckets := range [][]int{nil, {1, 5}} {
-		rows, err := st.r.Query("EXPLAIN QUERY PLAN "+runnableSQL(buckets), 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := QueryPlan(t, st.r, runnableSQL(buckets), 0, 10)
 		ok := len(plan) > 0 && (strings.Contains(plan[0], "instances_bucket_live") ||
 			buckets == nil && strings.Contains(plan[0], "(status=?)"))
 		if !ok {

@@ -52,20 +52,7 @@ func TestListInstancesPlans(t *testing.T) {
 		{persistence.InstanceQuery{Parent: "p", Workflow: "w", Statuses: two, After: after}, querysql.IndexParentCreated},
 	} {
 		stmt, args := querysql.Instances(sqlite.Dialect(), rowcodec.InstanceColumns, c.q)
-		rows, err := db.Query("EXPLAIN QUERY PLAN "+stmt, args...)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.q, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := sqlite.QueryPlan(t, db, stmt, args...)
 		text := strings.Join(plan, "\n")
 		searches := 0
 		for _, line := range plan {

@@ -5,22 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/nornlabs/norn/persistence"
 )
-
-type commitSizes struct {
-	mu    sync.Mutex
-	sizes []int
-}
-
-func (c *commitSizes) ObserveCommit(ci persistence.CommitInfo) {
-	c.mu.Lock()
-	c.sizes = append(c.sizes, ci.Steps)
-	c.mu.Unlock()
-}
 
 // A step without a savepoint of its own (a plain send is "simple") that
 // fails after writing, in a commit it shares: the commit is redone with a
@@ -28,7 +16,7 @@ func (c *commitSizes) ObserveCommit(ci persistence.CommitInfo) {
 // neighbours commit.
 func TestSimpleStepFailingAfterWritingInSharedCommit(t *testing.T) {
 	ctx := context.Background()
-	commits := &commitSizes{}
+	commits := &CommitLog{}
 	st, err := Open(ctx, filepath.Join(t.TempDir(), "norn.db"), Options{Commits: commits})
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +73,7 @@ func TestSimpleStepFailingAfterWritingInSharedCommit(t *testing.T) {
 	if ms, err := st.Mailbox(ctx, "z", 0); err != nil || len(ms) != 1 || ms[0].ID != "m2" {
 		t.Errorf("z's mailbox = %+v, %v; want m2", ms, err)
 	}
-	commits.mu.Lock()
-	defer commits.mu.Unlock()
-	if last := commits.sizes[len(commits.sizes)-1]; last != 3 {
-		t.Errorf("commit sizes %v, want the last of 3", commits.sizes)
+	if sizes := commits.Sizes(); sizes[len(sizes)-1] != 3 {
+		t.Errorf("commit sizes %v, want the last of 3", sizes)
 	}
 }

@@ -428,8 +428,9 @@ func (s *Store) write(ctx context.Context, simple bool, fn func(tx *sql.Tx) erro
 
 // writer is the group-commit loop: it takes every request queued while the
 // previous commit was on disk (and waits up to CommitDelay for more, see
-// gather) and applies them in one transaction, each in its own savepoint so
-// that one failing step does not fail its neighbours.
+// gather) and applies them in one transaction; a step that can fail after
+// writing gets a savepoint, so that it does not fail its neighbours (see
+// commitBatch).
 func (s *Store) writer() {
 	defer close(s.done)
 	g := gather.New(s.reqs, s.opts.MaxBatch, s.opts.CommitDelay)
