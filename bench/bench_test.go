@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +186,27 @@ func TestPostgresBaseline(t *testing.T) {
 	nd := &node{t: target{label: "postgres", url: url}}
 	if size, err := nd.diskBytes(ctx); err != nil || size <= 0 {
 		t.Fatalf("database size = %d, %v", size, err)
+	}
+}
+
+// TestBaselineIDsAreNorns: the raw baseline's instance IDs are built as
+// Norn's are (workflow name, Unix milliseconds in 11 hex digits, 12 random
+// hex digits), so its rows land in the primary key where Norn's do. Random
+// IDs would scatter them and make the baseline slower than the store it is
+// compared with.
+func TestBaselineIDsAreNorns(t *testing.T) {
+	shape := regexp.MustCompile(`^chain-([0-9a-f]{11})[0-9a-f]{12}$`)
+	before := time.Now().UnixMilli()
+	rows := baselineRows(50, 5)
+	after := time.Now().UnixMilli()
+	for _, r := range rows {
+		m := shape.FindStringSubmatch(r.instance)
+		if m == nil {
+			t.Fatalf("baseline ID %q is not shaped like Norn's", r.instance)
+		}
+		ms, err := strconv.ParseInt(m[1], 16, 64)
+		if err != nil || ms < before || ms > after {
+			t.Fatalf("baseline ID %q: time %d not within [%d, %d] (%v)", r.instance, ms, before, after, err)
+		}
 	}
 }
