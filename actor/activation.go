@@ -118,6 +118,14 @@ type activation struct {
 
 	replayOnly bool // Replay: no store, no side effects
 
+	// quietMail: the instance was created by this activation's node and
+	// the activation has neither committed nor been woken since, so its
+	// mailbox is empty: every message that reaches it from now on wakes it
+	// (the start in progress records wakes until the activation is
+	// registered). Its first wait parks without reading the store (see
+	// await). Workflow goroutine only, once launched.
+	quietMail bool
+
 	locals map[any]any // Context.SetLocal: rebuilt by replay
 
 	finishRetry time.Duration // the end failed to commit: execute again after this
@@ -154,6 +162,7 @@ func (a *activation) reset(inst persistence.Instance, hist *journalHist) {
 	a.cmds, a.order, a.deferred, a.inflight = map[string]*command{}, nil, nil, 0
 	a.cancelled, a.comps, a.children, a.trapExits = false, nil, nil, false
 	a.locals = nil
+	a.quietMail = false
 	if inst.CancelReason != "" {
 		a.cancelReason = inst.CancelReason
 		a.cancOne.Do(func() { close(a.cancelCh) })

@@ -162,7 +162,12 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		return PID(id), false, nil
 	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
-	s.launch(newActivation(s, def, inst, memHist([]persistence.Event{started})))
+	a := newActivation(s, def, inst, memHist([]persistence.Event{started}))
+	a.quietMail = true
+	if h := s.races.Load(); h != nil && h.created != nil {
+		h.created(id)
+	}
+	s.launch(a)
 	return PID(id), false, nil
 }
 

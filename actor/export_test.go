@@ -11,14 +11,15 @@ func (s *System) IsStopping() bool {
 // RaceHooks are the points where tests land a commit in a race: see
 // SetRaceHooks.
 type RaceHooks struct {
-	BeforePark func(id string) // found nothing for its receives; about to park
+	BeforePark func(id string) // found nothing for its receives (or knew there was nothing); about to park
 	QueuedWake func(id string) // a queued message is about to wake this competing consumer
 	Launching  func(id string) // an activation loaded its instance; about to start
+	Created    func(id string) // a spawn created its instance here; about to start its activation
 }
 
 // SetRaceHooks makes the runtime call h's functions (nil ones are skipped).
 func (s *System) SetRaceHooks(h RaceHooks) {
-	s.races.Store(&raceHooks{beforePark: h.BeforePark, queuedWake: h.QueuedWake, launching: h.Launching})
+	s.races.Store(&raceHooks{beforePark: h.BeforePark, queuedWake: h.QueuedWake, launching: h.Launching, created: h.Created})
 }
 
 // StopActivation stops the live activation of id as a lost lease does,

@@ -255,7 +255,10 @@ func (a *activation) consumeCompletions() {
 // failure, then a new cancel request, then park.
 func (a *activation) await(done func() bool, recv []*command) error {
 	defer a.sys.consumerBusy(a)
-	scan := true
+	// A new instance's mailbox is empty until something wakes it: a
+	// receive-first workflow parks at once. Anything it is about to
+	// commit (a subscription, say) may bring mail without a wake.
+	scan := !a.quietMail || !a.pendingEmpty()
 	for {
 		if a.replaying() {
 			a.consumeCompletions()
@@ -300,6 +303,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 			return ErrCancelled
 		}
 		if scan && (len(recv) > 0 || a.watchLinks()) {
+			a.quietMail = false
 			if len(recv) > 0 && !a.replayOnly {
 				// Before the read: a message committed from now on wakes
 				// this activation or another consumer.
@@ -323,7 +327,9 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		if h := a.sys.races.Load(); h != nil && h.beforePark != nil && len(recv) > 0 {
 			h.beforePark(a.id)
 		}
-		scan = a.park(recv)
+		if scan = a.park(recv); scan {
+			a.quietMail = false
+		}
 	}
 }
 
@@ -533,6 +539,7 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	if a.replayOnly {
 		panic(replayDone{})
 	}
+	a.quietMail = false
 	step := a.pending
 	step.Instance, step.Epoch = a.id, a.epoch
 	take := a.withLease(&step)

@@ -344,12 +344,13 @@ func TestRescanAfterNotificationGap(t *testing.T) {
 			wf := waiterWF()
 			s := store.open(t)
 			g := newPausePoint()
-			s.inner.AfterMailbox = func(id string, msgs []persistence.Message, err error) {
-				if id == "g1" && len(msgs) == 0 && err == nil {
-					g.pause() // between the activation's empty scan and its park
-				}
-			}
 			sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf)}))
+			var once atomic.Bool
+			sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(id string) {
+				if id == "g1" && once.CompareAndSwap(false, true) {
+					g.pause() // between the activation's look at its mailbox and its park
+				}
+			}})
 			testutil.Eventually(t, liveWait, "listening", func() bool { return s.node.Listening() > 0 })
 			ctx := testutil.Ctx(t, liveWait)
 			pid, err := actor.Spawn(ctx, sys, wf, 0, actor.WithID("g1"))

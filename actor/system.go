@@ -181,8 +181,8 @@ type System struct {
 // raceHooks are called at the points where a concurrent commit races the
 // runtime, so that tests can land one exactly there.
 type raceHooks struct {
-	// beforePark: an activation read its mailbox for its receives, found
-	// nothing, and is about to park.
+	// beforePark: an activation read its mailbox for its receives (or
+	// knew it empty), found nothing, and is about to park.
 	beforePark func(id string)
 	// queuedWake: a message in a competing queue is about to wake this
 	// consumer.
@@ -190,6 +190,9 @@ type raceHooks struct {
 	// launching: an activation has loaded its instance and is about to
 	// start.
 	launching func(id string)
+	// created: a spawn has created its instance under this node's lease
+	// and is about to start its activation.
+	created func(id string)
 }
 
 // startState is what happened to an instance while its start was in
