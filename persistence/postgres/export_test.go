@@ -8,3 +8,7 @@ func SetClockOffset(st *Store, d time.Duration) { st.clockOffset.Store(int64(d))
 
 // Dialect is the SQL dialect of ListInstances, for the plan tests.
 var Dialect = dialect
+
+// ModeCheckSQL are the statements that check a channel's mode before a
+// subscribe and before a direct send.
+var ModeCheckSQL = struct{ Subscribe, Direct string }{statements[sqlSubscribeCheck], statements[sqlDirectCheck]}

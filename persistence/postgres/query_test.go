@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,58 @@ func TestListInstancesPlans(t *testing.T) {
 		if strings.Contains(text, "Seq Scan") || scans != branches || !uses {
 			t.Errorf("%+v: %d branches read through an index, want %d, using %s, and no sequential scan:\n%s",
 				c.q, scans, branches, c.index, text)
+		}
+	}
+}
+
+// The mode checks of a subscribe and of a direct send read one subscriber
+// of the channel, however many it has: a broadcast channel joined by
+// 20,000 instances must not cost each new subscriber a walk past all the
+// others (nor every direct send on a channel with many direct
+// subscribers).
+func TestModeChecksReadOneSubscriber(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	openURL(t, url, postgres.Options{}) // migrates
+	conn, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(bg)
+	if _, err := conn.Exec(bg, `SET search_path = norn`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(bg, `INSERT INTO subscriptions (instance_id, channel, mode)
+		SELECT 'i-' || g, CASE WHEN g % 2 = 0 THEN 'news' ELSE 'calls' END, CASE WHEN g % 2 = 0 THEN 'broadcast' ELSE 'direct' END
+		FROM generate_series(1, 4000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(bg, `ANALYZE subscriptions`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"subscribe", postgres.ModeCheckSQL.Subscribe, []any{"news", "i-new", "broadcast"}},
+		{"direct send", postgres.ModeCheckSQL.Direct, []any{"calls"}},
+	} {
+		var plan string
+		if err := conn.QueryRow(bg, "EXPLAIN (ANALYZE, FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		// Every node's actual rows, and rows its filter dropped.
+		read := 0
+		for _, key := range []string{`"Actual Rows": `, `"Rows Removed by Filter": `} {
+			for _, part := range strings.Split(plan, key)[1:] {
+				var n int
+				if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
+					read = max(read, n)
+				}
+			}
+		}
+		if read > 1 {
+			t.Errorf("%s: a plan node handled %d rows for a check that needs one subscriber:\n%s", c.name, read, plan)
 		}
 	}
 }

@@ -181,16 +181,20 @@ var statements = map[string]string{
 	sqlLocks: `SELECT CASE WHEN x THEN pg_advisory_xact_lock(s, k)::text ELSE pg_advisory_xact_lock_shared(s, k)::text END
 		FROM unnest($1::integer[], $2::integer[], $3::boolean[]) AS l(s, k, x)`,
 
-	// $1 channel, $2 subscribing instance, $3 requested mode.
-	sqlSubscribeCheck: `SELECT norn_check(m IS NULL, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
-		SELECT mode FROM subscriptions WHERE channel = $1::text AND instance_id <> $2::text AND mode <> $3::text LIMIT 1) AS m) x`,
+	// $1 channel, $2 subscribing instance, $3 requested mode. A channel's
+	// subscribers share one mode (this check keeps it so), so one other
+	// subscriber tells it: looking for one of another mode would walk past
+	// every subscriber of the same mode, a cost that grows with them.
+	sqlSubscribeCheck: `SELECT norn_check(m IS NULL OR m = $3::text, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
+		SELECT mode FROM subscriptions WHERE channel = $1::text AND instance_id <> $2::text LIMIT 1) AS m) x`,
 	sqlSubscribe: `INSERT INTO subscriptions (instance_id, channel, mode) VALUES ($1::text, $2::text, $3::text)
 		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`,
 	sqlUnsubscribe: `DELETE FROM subscriptions WHERE instance_id = $1::text AND channel = $2::text`,
 
-	// $1 channel: a direct send conflicts with broadcast or competing subscribers.
-	sqlDirectCheck: `SELECT norn_check(m IS NULL, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
-		SELECT mode FROM subscriptions WHERE channel = $1::text AND mode <> 'direct' LIMIT 1) AS m) x`,
+	// $1 channel: a direct send conflicts with broadcast or competing
+	// subscribers (one subscriber tells the channel's mode, as above).
+	sqlDirectCheck: `SELECT norn_check(m IS NULL OR m = 'direct', '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
+		SELECT mode FROM subscriptions WHERE channel = $1::text LIMIT 1) AS m) x`,
 	// $1 target: MustDeliver.
 	sqlTargetCheck: `SELECT norn_check(s IS NOT NULL AND s NOT IN ` + terminalSQL + `,
 		CASE WHEN s IS NULL THEN '` + checkNotFound + `' ELSE '` + checkDone + `' END, COALESCE(s, '')) FROM (SELECT (
