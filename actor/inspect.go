@@ -41,9 +41,13 @@ type Instance struct {
 	Restarts     int64  // restarts after crashes, over the instance's life
 	Run          int64  // continue-as-new generation, 0 for the first run
 	HistoryLen   int64  // events in the current run's history
-	Node         string // node whose activation holds it now, if any
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Node is the node whose activation holds the instance's lease, if
+	// any. Inspect also names this node while an activation here runs an
+	// instance that it has not written yet (a woken instance takes the
+	// lease with its first write).
+	Node      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // HistoryEvent is one entry of an instance's history.
@@ -135,5 +139,8 @@ func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
 	s.mu.Lock()
 	_, info.Active = s.acts[id]
 	s.mu.Unlock()
+	if info.Active && info.Node == "" && !info.Status.Terminal() {
+		info.Node = s.cfg.NodeID
+	}
 	return info, nil
 }

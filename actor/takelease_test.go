@@ -226,3 +226,44 @@ func TestWokenReplaysBounded(t *testing.T) {
 		t.Fatalf("%d woken instances were past their Receive without a commit at once; want at most (and here exactly) %d", m, bound)
 	}
 }
+
+// Inspect names this node for an instance that an activation here runs
+// before its first write takes the lease: a woken instance whose mail its
+// receive does not take stays unleased, yet it is this node's.
+func TestInspectNamesNodeOfUnwrittenActivation(t *testing.T) {
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	wf := actor.Workflow("go-only", func(ctx *actor.Context, _ int) (int, error) {
+		m, err := actor.Receive[int](ctx, mailbox.OnChannel("go"))
+		return m.Value, err
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), PassivateAfter: 200 * time.Millisecond})
+	ctx := testutil.Ctx(t, 20*time.Second)
+	pid, err := actor.Spawn(ctx, sys, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPassivated(t, sys, st, pid)
+	seen := make(chan actor.InstanceInfo, 1)
+	var once atomic.Bool
+	sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(id string) {
+		if id != string(pid) || !once.CompareAndSwap(false, true) {
+			return
+		}
+		// Woken, replayed, found nothing it takes: about to park, unleased.
+		info, err := sys.Inspect(context.Background(), pid)
+		if err != nil {
+			t.Error(err)
+		}
+		seen <- info
+	}})
+	if err := sys.Send(ctx, pid, 7); err != nil { // not on "go": woken, not taken
+		t.Fatal(err)
+	}
+	info := <-seen
+	if !info.Active || info.Node != sys.NodeID() {
+		t.Fatalf("Inspect of the woken instance: active %v, node %q; want active on %q", info.Active, info.Node, sys.NodeID())
+	}
+	if in, err := st.Instance(ctx, string(pid)); err != nil || in.LeaseOwner != "" {
+		t.Fatalf("store: lease owner %q, %v; want none (nothing written yet)", in.LeaseOwner, err)
+	}
+}
