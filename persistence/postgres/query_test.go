@@ -23,16 +23,7 @@ import (
 // where a filter selects a large share of the table it may read the
 // creation-time index in order and filter as it goes. Both stay bounded.)
 func TestListInstancesPlans(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	openURL(t, url, postgres.Options{}) // migrates
-	conn, err := pgx.Connect(bg, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(bg)
-	if _, err := conn.Exec(bg, `SET search_path = norn`); err != nil {
-		t.Fatal(err)
-	}
+	conn := schemaConn(t)
 	// 200,000 instances over ten workflows, nine in ten of them completed
 	// (a status filter selects few of the rest), a tenth of them children
 	// of a thousand parents.
@@ -99,16 +90,7 @@ func TestListInstancesPlans(t *testing.T) {
 // others (nor every direct send on a channel with many direct
 // subscribers).
 func TestModeChecksReadOneSubscriber(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	openURL(t, url, postgres.Options{}) // migrates
-	conn, err := pgx.Connect(bg, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(bg)
-	if _, err := conn.Exec(bg, `SET search_path = norn`); err != nil {
-		t.Fatal(err)
-	}
+	conn := schemaConn(t)
 	if _, err := conn.Exec(bg, `INSERT INTO subscriptions (instance_id, channel, mode)
 		SELECT 'i-' || g, CASE WHEN g % 2 = 0 THEN 'news' ELSE 'calls' END, CASE WHEN g % 2 = 0 THEN 'broadcast' ELSE 'direct' END
 		FROM generate_series(1, 4000) g`); err != nil {
@@ -143,4 +125,21 @@ func TestModeChecksReadOneSubscriber(t *testing.T) {
 			t.Errorf("%s: a plan node handled %d rows for a check that needs one subscriber:\n%s", c.name, read, plan)
 		}
 	}
+}
+
+// schemaConn connects to a new migrated database, with Norn's schema as
+// search_path, for tests that write rows and read plans themselves.
+func schemaConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	url := testutil.PostgresURL(t)
+	openURL(t, url, postgres.Options{}) // migrates
+	conn, err := pgx.Connect(bg, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(bg) })
+	if _, err := conn.Exec(bg, `SET search_path = norn`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
