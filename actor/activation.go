@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
@@ -46,23 +47,19 @@ type activation struct {
 	inst  persistence.Instance
 	epoch int64
 
-	hist *journalHist // recorded events to replay
-	pos  int          // next event to replay
-	seq  int64        // seq of the next event to record
-	live bool         // history used up; deferred work started
-
-	pending  persistence.Step // recorded but not yet committed
+	// j replays the run's history and records its new events; the
+	// pending step carries its other changes.
+	j        *journal.Journal
+	pending  persistence.Step // recorded but not yet committed (History: j.Pending)
 	consumed map[int64]bool   // messages consumed by pending
-	counters map[string]int   // deterministic call IDs per name
-	spread   int              // rotates the pick among competing messages
-	prefetch map[string]int   // competing channels subscribed with Prefetch: how many to take
+	// onCommit are hooks of what pending records, reported once it commits.
+	onCommit []HookEvent
+	spread   int            // rotates the pick among competing messages
+	prefetch map[string]int // competing channels subscribed with Prefetch: how many to take
 	// prefetched are messages this run claimed into its own mailbox
 	// (Prefetch) and has not received yet, in arrival order.
 	prefetched []persistence.Message
 
-	cmds     map[string]*command // unresolved commands by key
-	order    []*command          // unresolved commands in the order they were issued
-	rseqN    int64
 	deferred []*command // activities to start once replay ends
 	inbox    chan attemptResult
 	inflight int            // activity attempts running
@@ -79,7 +76,6 @@ type activation struct {
 	runCtx  context.Context
 	runStop context.CancelFunc
 
-	cancelled    bool // the workflow has seen its cancel request (recorded)
 	cancelReason string
 	recheck      atomic.Bool // a remote wake: the cancel flag may have changed in the store
 	// handover: the instance's bucket moved to another node; the
@@ -116,8 +112,6 @@ type activation struct {
 	children  []string       // linked children spawned so far (replayed too)
 	trapExits bool           // a failed child's Down is a message, not our end
 
-	replayOnly bool // Replay: no store, no side effects
-
 	// quietMail: the instance was created by this activation's node and
 	// the activation has neither committed nor been woken since, so its
 	// mailbox is empty: every message that reaches it from now on wakes it
@@ -134,20 +128,21 @@ type activation struct {
 	final persistence.Instance // the ended instance, once finish committed
 }
 
-func newActivation(s *System, def Definition, inst persistence.Instance, hist *journalHist) *activation {
+func newActivation(s *System, def Definition, inst persistence.Instance, hist journal.History) *activation {
 	a := &activation{
 		sys: s, id: inst.ID, def: def,
 		wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}), cancelCh: make(chan struct{}),
 		inbox: make(chan attemptResult, 16), actCtl: map[*command]context.CancelFunc{},
 	}
 	a.ctx = &Context{a: a}
+	a.j = journal.New(hist)
 	a.reset(inst, hist)
 	return a
 }
 
 // reset makes a fresh start from inst and its history (also after a crash:
 // a restart replays history in the same activation).
-func (a *activation) reset(inst persistence.Instance, hist *journalHist) {
+func (a *activation) reset(inst persistence.Instance, hist journal.History) {
 	base := a.sys.ctx
 	if base == nil {
 		base = context.Background()
@@ -155,12 +150,12 @@ func (a *activation) reset(inst persistence.Instance, hist *journalHist) {
 	a.newRun(base)
 	a.inst, a.epoch = inst, inst.LeaseEpoch
 	a.leased.Store(inst.LeaseOwner == a.sys.cfg.NodeID)
-	a.hist, a.pos, a.seq, a.live = hist, 0, int64(hist.len()), false
-	a.pending = persistence.Step{}
-	a.consumed, a.counters = map[int64]bool{}, map[string]int{}
+	a.j.Reset(hist)
+	a.pending, a.onCommit = persistence.Step{}, nil
+	a.consumed = map[int64]bool{}
 	a.prefetch, a.prefetched = map[string]int{}, nil
-	a.cmds, a.order, a.deferred, a.inflight = map[string]*command{}, nil, nil, 0
-	a.cancelled, a.comps, a.children, a.trapExits = false, nil, nil, false
+	a.deferred, a.inflight = nil, 0
+	a.comps, a.children, a.trapExits = nil, nil, false
 	a.locals = nil
 	a.quietMail = false
 	if inst.CancelReason != "" {
@@ -285,7 +280,7 @@ func (a *activation) run() {
 			switch {
 			case werr == nil:
 				finished = a.finish(persistence.StatusCompleted, out, nil)
-			case a.cancelled:
+			case a.j.Cancelled():
 				finished = a.finish(persistence.StatusCancelled, nil, &recordedErr{msg: a.reason(), kind: ErrCancelled})
 			default:
 				finished = a.finish(persistence.StatusFailed, nil, werr)
@@ -334,7 +329,7 @@ func (a *activation) restartAfter(d time.Duration) bool {
 	s := a.sys
 	for {
 		inst, err := s.store.AcquireLease(s.ctx, a.id, s.cfg.NodeID, s.cfg.LeaseTTL)
-		var hist *journalHist
+		var hist journal.History
 		if err == nil {
 			hist, err = readHist(s.ctx, s.store, a.id, inst.HistoryLen, s.histPage)
 		}
@@ -392,15 +387,10 @@ func (a *activation) execute() (out []byte, oc outcome, crash error, infra bool,
 			oc, crash = outCrash, &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}
 		}
 	}()
-	if a.hist.len() == 0 || a.hist.at(0).Kind != EventStarted {
-		panic(&NonDeterminismError{Expected: "started", Got: "history without a start event"})
-	}
-	if c := a.hist.at(0).Ref; c != "" && c != a.sys.codec.Name() {
-		panic(&NonDeterminismError{Seq: 0, Expected: "history written with codec " + c, Got: "codec " + a.sys.codec.Name()})
-	}
 	for {
-		a.pos = 1
-		out, werr = a.runWorkflow()
+		start, err := a.j.Start(a.sys.codec.Name())
+		a.must(err)
+		out, werr = a.runWorkflow(start.Payload)
 		var r *recurSignal
 		if errors.As(werr, &r) {
 			a.recur(r.input)
@@ -416,7 +406,7 @@ func (a *activation) execute() (out []byte, oc outcome, crash error, infra bool,
 // runWorkflow calls the workflow function once. A linked child's failure
 // (which unwinds from any wait) becomes its error, so that the saga's
 // compensations still run; a panic keeps the stack where it happened.
-func (a *activation) runWorkflow() (out []byte, err error) {
+func (a *activation) runWorkflow(input []byte) (out []byte, err error) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -431,7 +421,7 @@ func (a *activation) runWorkflow() (out []byte, err error) {
 			panic(workflowPanic{err: &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}})
 		}
 	}()
-	return a.def.run(a.ctx, a.hist.at(0).Payload)
+	return a.def.run(a.ctx, input)
 }
 
 // transient says whether a store error may go away by itself (connection,
@@ -472,9 +462,11 @@ func (a *activation) compensate() {
 			ev := persistence.Event{Kind: EventCompensation, Name: c.name, Ref: c.id}
 			if err != nil {
 				ev.Error = a.sys.recordError(err).marshal()
-				a.hook(HookEvent{Kind: HookCompensationFailed, Name: c.name, Ref: c.id, Err: err})
 			}
 			e := a.recordNow(ev)
+			if err != nil {
+				a.hookOnCommit(HookEvent{Kind: HookCompensationFailed, Name: c.name, Ref: c.id, Err: err})
+			}
 			a.flush()
 			return e
 		})
@@ -526,30 +518,24 @@ func (a *activation) recur(input []byte) {
 	if a.replaying() {
 		// The previous run's history is gone once its recur committed, so
 		// replay never reaches here; be safe anyway.
-		a.nondet(a.hist.at(a.pos), "continue as new")
+		a.must(a.j.Unexpected("continue as new"))
 	}
 	a.cancelActivities()
 	a.endAttempts()
 	a.newRun(a.sys.ctx)
 	a.inflight = 0
-	step := a.pending
-	step.History = []persistence.Event{{Seq: 0, Kind: EventStarted, Name: a.def.Name(), Ref: a.sys.codec.Name(), Payload: input, At: time.Now()}}
-	step.ResetHistory = true
-	a.pending = step
-	a.seq = 0
+	// What the old run recorded and did not commit is dropped: its history
+	// is gone with the step that starts the new one.
+	a.j.NewRun(persistence.Event{Kind: EventStarted, Name: a.def.Name(), Ref: a.sys.codec.Name(), Payload: input, At: time.Now()})
+	a.onCommit = nil
+	a.pending.ResetHistory = true
 	a.flush()
-	a.hist = memHist(step.History)
 	a.inst.Run++
-	a.pos, a.seq, a.live = 1, 1, false
-	a.comps, a.cmds, a.order, a.deferred = nil, map[string]*command{}, nil, nil
-	clear(a.counters)
+	a.comps, a.deferred = nil, nil
 }
 
 // finish commits the instance's end. It reports whether the end is durable.
 func (a *activation) finish(status persistence.Status, out []byte, werr error) bool {
-	if a.replayOnly {
-		return false
-	}
 	s := a.sys
 	kind := map[persistence.Status]string{persistence.StatusCompleted: EventCompleted,
 		persistence.StatusFailed: EventFailed, persistence.StatusCancelled: EventCancelled}[status]
@@ -607,7 +593,7 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 		he = HookEvent{Kind: HookInstanceCancelled, Err: werr}
 	}
 	a.hook(he)
-	a.final.LeaseOwner, a.final.HistoryLen, a.final.UpdatedAt = "", a.seq, time.Now()
+	a.final.LeaseOwner, a.final.HistoryLen, a.final.UpdatedAt = "", a.j.Seq(), time.Now()
 	return true
 }
 
@@ -622,12 +608,10 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 // instance ended.
 func (a *activation) crashed(reason error, infra bool) (time.Duration, bool, bool) {
 	s := a.sys
-	if s.ctx.Err() != nil || a.replayOnly {
+	if s.ctx.Err() != nil {
 		return 0, false, false
 	}
-	a.seq -= int64(len(a.pending.History))
-	a.pending = persistence.Step{}
-	clear(a.consumed)
+	a.discard()
 	if infra {
 		delay := storeRetryDelay()
 		s.log.Warn("store failure; restarting from history", "instance", a.id, "in", delay, "err", oneLine(reason.Error()))

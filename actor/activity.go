@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
 )
@@ -68,8 +69,10 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 		}
 		return b, nil
 	}
-	c := &command{key: "a:" + id, act: call}
-	c.resolve = func(e persistence.Event) (any, error) {
+	c := newCommand(journal.ActivityKey(id))
+	c.act, c.Name, c.Digest = call, d.name, call.digest
+	c.Advance = call.advance
+	c.Resolve = func(e persistence.Event) (any, error) {
 		if e.Error != "" {
 			return nil, a.eventError(e)
 		}
@@ -127,12 +130,13 @@ type retryRecord struct {
 }
 
 // advance applies a recorded failed attempt.
-func (c *activityCall) advance(a *activation, e persistence.Event) {
+func (c *activityCall) advance(e persistence.Event) error {
 	var r retryRecord
 	if err := json.Unmarshal(e.Payload, &r); err != nil {
-		panic(&NonDeterminismError{Seq: e.Seq, Expected: "a readable retry record", Got: err.Error()})
+		return &journal.Divergence{Seq: e.Seq, Expected: "a readable retry record", Got: err.Error()}
 	}
 	c.attempt, c.first, c.nextAt, c.timerID, c.durable = r.Attempt, r.Start, r.Next, r.Timer, r.Timer != ""
+	return nil
 }
 
 // ready says whether the next attempt may start now.
@@ -145,7 +149,7 @@ func (c *activityCall) ready(now time.Time) bool {
 // activation ended.
 func (a *activation) startDeferred() {
 	for _, c := range a.deferred {
-		if c.done {
+		if c.Done() {
 			continue
 		}
 		c.act.started = true
@@ -168,9 +172,6 @@ type attemptResult struct {
 // the workflow recorded before is committed first, so that it is visible
 // before the attempt's side effects start.
 func (a *activation) startAttempt(c *command) {
-	if a.replayOnly {
-		panic(replayDone{})
-	}
 	call := c.act
 	a.takeLease()
 	call.running = true
@@ -265,7 +266,7 @@ func (a *activation) outcome(o attemptResult) {
 	delete(a.actCtl, c)
 	a.mu.Unlock()
 	call.attempt = o.n
-	if c.done || a.runCtx.Err() != nil {
+	if c.Done() || a.runCtx.Err() != nil {
 		return
 	}
 	if o.err != nil && isCtxErr(o.err) && !errors.Is(o.err, ErrActivityTimeout) && a.cancelRequested() {
@@ -279,8 +280,7 @@ func (a *activation) outcome(o attemptResult) {
 		b, eerr := call.encode(o.out)
 		if eerr == nil {
 			ev.Payload = b
-			a.record(ev)
-			a.apply(c, a.pending.History[len(a.pending.History)-1])
+			a.apply(c, a.record(ev))
 			// Commit the result now: work done is not redone if the
 			// workflow crashes before its next wait.
 			a.flush()
@@ -290,15 +290,16 @@ func (a *activation) outcome(o attemptResult) {
 	}
 	wait, retry := call.retry.Next(o.n, time.Since(call.first), err)
 	if retry && a.sys.ctx.Err() == nil {
-		a.hook(HookEvent{Kind: HookActivityRetried, Name: call.name, Ref: call.id, Attempt: o.n, Err: err, Duration: wait})
 		r := retryRecord{Attempt: o.n, Start: call.first, Next: time.Now().Add(wait), Error: oneLine(err.Error())}
 		if wait >= a.sys.cfg.DurableBackoff {
 			r.Timer = "retry:" + call.id + ":" + strconv.Itoa(o.n)
 			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.Timer, Due: r.Next})
 		}
 		b, _ := json.Marshal(r)
-		a.record(persistence.Event{Kind: EventActivityRetry, Name: call.name, Ref: call.id, Digest: call.digest, Payload: b})
-		call.advance(a, a.pending.History[len(a.pending.History)-1])
+		a.apply(c, a.record(persistence.Event{Kind: EventActivityRetry, Name: call.name, Ref: call.id, Digest: call.digest, Payload: b}))
+		// Reported once the retry is recorded for good: a retry that is
+		// fenced away is made again by the activation that took over.
+		a.hookOnCommit(HookEvent{Kind: HookActivityRetried, Name: call.name, Ref: call.id, Attempt: o.n, Err: err, Duration: wait})
 		return
 	}
 	rec := a.sys.recordError(err)
@@ -311,8 +312,7 @@ func (a *activation) outcome(o attemptResult) {
 		ae.Message = pe.Error()
 	}
 	ev.Error = ae.marshal()
-	a.record(ev)
-	a.hook(HookEvent{Kind: HookActivityFailed, Name: call.name, Ref: call.id, Attempt: o.n, Err: err})
-	a.apply(c, a.pending.History[len(a.pending.History)-1])
+	a.apply(c, a.record(ev))
+	a.hookOnCommit(HookEvent{Kind: HookActivityFailed, Name: call.name, Ref: call.id, Attempt: o.n, Err: err})
 	a.flush()
 }

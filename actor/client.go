@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
@@ -162,7 +163,7 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		return PID(id), false, nil
 	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
-	a := newActivation(s, def, inst, memHist([]persistence.Event{started}))
+	a := newActivation(s, def, inst, journal.Events{started})
 	a.quietMail = true
 	if h := s.races.Load(); h != nil && h.created != nil {
 		h.created(id)

@@ -61,7 +61,7 @@ func acceptsQueued(rs []recvAccept, ch, typ string) (ok, sure bool) {
 func (s *System) consumerWaiting(a *activation, recv []*command) {
 	rs := make([]recvAccept, 0, len(recv))
 	for _, c := range recv {
-		if c.done {
+		if c.Done() {
 			continue
 		}
 		sp := c.recv.spec

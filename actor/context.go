@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
@@ -28,7 +29,7 @@ func (c *Context) PID() PID { return PID(c.a.id) }
 func (c *Context) InstanceID() string { return c.a.id }
 
 // Replaying reports whether the current call is answered from history.
-func (c *Context) Replaying() bool { return c.a.pos < c.a.hist.len() }
+func (c *Context) Replaying() bool { return c.a.j.Replaying() }
 
 // Logger is the node's logger with the instance attached; it stays quiet
 // while replaying so that a restart does not log everything twice.
@@ -99,8 +100,9 @@ func (c *Context) timer(dueFn func(time.Time) time.Time) *Future[struct{}] {
 	if err := json.Unmarshal(e.Payload, &rec); err != nil {
 		a.nondet(e, "timer (unreadable record: "+err.Error()+")")
 	}
-	cmd := &command{key: "t:" + id, timer: true, due: rec.Due, stored: rec.Stored,
-		resolve: func(persistence.Event) (any, error) { return struct{}{}, nil }}
+	cmd := newCommand(journal.TimerKey(id))
+	cmd.timer, cmd.due, cmd.stored = true, rec.Due, rec.Stored
+	cmd.Resolve = func(persistence.Event) (any, error) { return struct{}{}, nil }
 	a.add(cmd)
 	return &Future[struct{}]{a: a, c: cmd}
 }
@@ -272,16 +274,10 @@ func (c *Context) Version(changeID string, maxVersion int) int {
 	if err := validID("change ID", changeID); err != nil {
 		panic(err) // a constant in the code: a programming error
 	}
-	for i := a.pos; i < a.hist.len() && a.hist.at(i).Kind == EventVersion; i++ {
-		e := a.hist.at(i)
-		if e.Name == changeID {
-			a.pos = i + 1
-			v, err := strconv.Atoi(string(e.Payload))
-			if err != nil {
-				a.nondet(e, "version "+changeID+" (unreadable)")
-			}
-			return v
-		}
+	v, found, err := a.j.Version(changeID)
+	a.must(err)
+	if found {
+		return v
 	}
 	if a.replaying() {
 		return DefaultVersion

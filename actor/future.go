@@ -20,25 +20,27 @@ func (f *Future[T]) command() *command { return f.c }
 // failedFuture is a future resolved at once with err (a call refused before
 // it started).
 func failedFuture[T any](a *activation, err error) *Future[T] {
-	a.rseqN++
-	return &Future[T]{a: a, c: &command{done: true, rseq: a.rseqN, err: err}}
+	c := &command{Call: *a.j.Failed(err)}
+	c.Data = c
+	return &Future[T]{a: a, c: c}
 }
 
 // Ready reports whether the outcome is known (without waiting).
-func (f *Future[T]) Ready() bool { return f.c.done }
+func (f *Future[T]) Ready() bool { return f.c.Done() }
 
 // Get waits for the outcome. It returns ErrCancelled if the instance is
 // cancelled while waiting.
 func (f *Future[T]) Get(ctx *Context) (T, error) {
 	var zero T
-	err := ctx.a.await(func() bool { return f.c.done }, receives(f))
+	err := ctx.a.await(f.c.Done, receives(f))
 	if err != nil {
 		return zero, err
 	}
-	if f.c.err != nil {
-		return zero, f.c.err
+	out, err := f.c.Outcome()
+	if err != nil {
+		return zero, err
 	}
-	v, _ := f.c.value.(T)
+	v, _ := out.(T)
 	return v, nil
 }
 
@@ -53,7 +55,7 @@ func Select(ctx *Context, fs ...Awaitable) (int, error) {
 		best := -1
 		for i, f := range fs {
 			c := f.command()
-			if c.done && (best < 0 || c.rseq < fs[best].command().rseq) {
+			if c.Done() && (best < 0 || c.Order() < fs[best].command().Order()) {
 				best = i
 			}
 		}
@@ -70,7 +72,7 @@ func Select(ctx *Context, fs ...Awaitable) (int, error) {
 func WaitAll(ctx *Context, fs ...Awaitable) error {
 	return ctx.a.await(func() bool {
 		for _, f := range fs {
-			if !f.command().done {
+			if !f.command().Done() {
 				return false
 			}
 		}
@@ -83,7 +85,7 @@ func WaitAll(ctx *Context, fs ...Awaitable) error {
 func receives(fs ...Awaitable) []*command {
 	var out []*command
 	for _, f := range fs {
-		if c := f.command(); c.recv != nil && !c.done {
+		if c := f.command(); c.recv != nil && !c.Done() {
 			out = append(out, c)
 		}
 	}

@@ -38,16 +38,6 @@ type histPage struct {
 
 func (p histPage) holds(i int) bool { return i >= p.base && i < p.base+len(p.events) }
 
-// memHist is a history held in memory whole: a new instance's started event,
-// or a run just begun by Recur.
-func memHist(events []persistence.Event) *journalHist {
-	h := &journalHist{n: len(events), cur: histPage{events: events}}
-	if len(events) > 0 {
-		h.first = events[0]
-	}
-	return h
-}
-
 // readHist reads the first page of instance id's history of n events from
 // store; later pages are read as replay asks for them.
 func readHist(ctx context.Context, store persistence.Store, id string, n int64, size int) (*journalHist, error) {
@@ -65,25 +55,25 @@ func readHist(ctx context.Context, store persistence.Store, id string, n int64, 
 	return h, nil
 }
 
-// len is the number of events in the run.
-func (h *journalHist) len() int { return h.n }
+// Len is the number of events in the run.
+func (h *journalHist) Len() int { return h.n }
 
-// at returns event i (0 <= i < len), reading its page if needed. A read that
-// fails panics with an infraPanic: the activation crashes and is restarted
-// by its supervisor, as when a step fails to commit.
-func (h *journalHist) at(i int) persistence.Event {
+// At returns event i (0 <= i < Len), reading its page if needed. A read
+// that fails is the journal's caller's to handle: the activation crashes
+// and is restarted by its supervisor, as when a step fails to commit.
+func (h *journalHist) At(i int) (persistence.Event, error) {
 	switch {
 	case i == 0:
-		return h.first
+		return h.first, nil
 	case h.cur.holds(i):
-		return h.cur.events[i-h.cur.base]
+		return h.cur.events[i-h.cur.base], nil
 	case h.prev.holds(i):
-		return h.prev.events[i-h.prev.base]
+		return h.prev.events[i-h.prev.base], nil
 	}
 	if err := h.read(i); err != nil {
-		panic(infraPanic{err})
+		return persistence.Event{}, err
 	}
-	return h.cur.events[0]
+	return h.cur.events[0], nil
 }
 
 // read makes the page from i on the current one, keeping the one before as

@@ -9,7 +9,13 @@ import (
 // HookKind names what a HookEvent reports.
 type HookKind string
 
-// Hook kinds. Hooks see live work only: replay is silent.
+// Hook kinds. Hooks see live work only: replay is silent. Each reports a
+// fact once the commit that made it durable is done: a step that fails or
+// is fenced (another node took the instance over meanwhile) reports
+// nothing, and the node that does the work again reports it then. The
+// activity attempt kinds (started, finished, abandoned) are the exception:
+// they report attempts as they happen, and an attempt whose result is
+// never recorded is still reported.
 const (
 	HookInstanceStarted    HookKind = "instance.started"   // spawn committed
 	HookInstanceActivated  HookKind = "instance.activated" // an activation took the instance: a spawn launched here, or a replay of its history

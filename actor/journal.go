@@ -2,11 +2,11 @@ package actor
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
@@ -43,16 +43,10 @@ const (
 )
 
 // command is one durable call that does not answer at once: an activity, a
-// timer or a receive. It is resolved by its completion event, which the
-// live run records (in the order the workflow goroutine observes results)
-// and replay reads back in that same order.
+// timer or a receive. The journal keeps its place and outcome; the fields
+// here are the live work behind it.
 type command struct {
-	key     string // "a:"+call ID, "t:"+timer ID, "r:"+receive ID
-	done    bool
-	rseq    int64 // resolution order, for Select
-	value   any
-	err     error
-	resolve func(e persistence.Event) (any, error) // decodes the completion event
+	journal.Call
 	// activity
 	act *activityCall
 	// timer
@@ -63,60 +57,53 @@ type command struct {
 	recv *receiveCall
 }
 
-// completionKey maps a history event to the command it resolves or advances.
-func completionKey(e persistence.Event) (string, bool) {
-	switch e.Kind {
-	case EventActivity, EventActivityRetry:
-		return "a:" + e.Ref, true
-	case EventTimerFired:
-		return "t:" + e.Name, true
-	case EventReceived, EventReceiveTimeout, EventReceiveWait:
-		return "r:" + e.Name, true
-	}
-	return "", false
+// newCommand makes a command whose journal call points back to it.
+func newCommand(key string) *command {
+	c := &command{Call: journal.Call{Key: key}}
+	c.Data = c
+	return c
 }
 
-// progress reports events that advance a command without resolving it.
-func progress(kind string) bool { return kind == EventActivityRetry || kind == EventReceiveWait }
+// commandOf is the command behind a journal call.
+func commandOf(c *journal.Call) *command { return c.Data.(*command) }
 
 // replaying reports whether calls are still answered from history. The
 // first time it finds history used up it starts the live work that replay
-// deferred (activities in flight when the last activation ended).
+// deferred (activities in flight when the last activation ended); a
+// side-effect-free replay ends there instead (see must).
 func (a *activation) replaying() bool {
-	if a.pos < a.hist.len() {
+	if a.j.Replaying() {
 		return true
 	}
-	if !a.live {
-		a.live = true
-		if a.replayOnly {
-			panic(replayDone{})
-		}
+	first, err := a.j.GoLive()
+	a.must(err)
+	if first {
 		a.startDeferred()
 	}
 	return false
 }
 
-// skipMarkers passes version markers no call asked for (code that dropped
-// an old ctx.Version call still replays).
-func (a *activation) skipMarkers() {
-	for a.pos < a.hist.len() && a.hist.at(a.pos).Kind == EventVersion {
-		a.pos++
+// must unwinds the workflow goroutine on a journal error: a divergence
+// stops the instance with a NonDeterminismError, the end of a replay-only
+// history ends the replay, and a history read that failed crashes the
+// activation (it is restarted, as after a failed commit).
+func (a *activation) must(err error) {
+	if err == nil {
+		return
 	}
+	var d *journal.Divergence
+	switch {
+	case errors.As(err, &d):
+		panic(&NonDeterminismError{Seq: d.Seq, Expected: d.Expected, Got: d.Got})
+	case errors.Is(err, journal.ErrEnd):
+		panic(replayDone{})
+	}
+	panic(infraPanic{err: err})
 }
 
+// nondet unwinds with the divergence of e from what the code asked for.
 func (a *activation) nondet(e persistence.Event, got string) {
-	panic(&NonDeterminismError{Seq: e.Seq, Expected: describe(e), Got: got})
-}
-
-func describe(e persistence.Event) string {
-	s := e.Kind
-	if e.Name != "" {
-		s += " " + e.Name
-	}
-	if e.Ref != "" && e.Kind == EventActivity {
-		s += " (" + e.Ref + ")"
-	}
-	return s
+	a.must(journal.Diverged(e, got))
 }
 
 // immediate is the one record/replay path of calls that answer at once:
@@ -124,127 +111,65 @@ func describe(e persistence.Event) string {
 // it; live it lets fn record the event and returns what was recorded. The
 // caller decodes its answer from the returned event either way.
 func (a *activation) immediate(kind, name, dig string, fn func() persistence.Event) persistence.Event {
-	a.skipMarkers()
+	a.must(a.j.SkipMarkers())
 	if a.replaying() {
-		e := a.hist.at(a.pos)
-		if e.Kind != kind || e.Name != name {
-			a.nondet(e, kind+" "+name)
-		}
-		if dig != "" && e.Digest != "" && e.Digest != dig {
-			a.nondet(e, kind+" "+name+" with another input")
-		}
-		a.pos++
+		e, err := a.j.Next(kind, name, dig)
+		a.must(err)
 		return e
 	}
 	return fn()
 }
 
-// recordNow records e live and returns it (for immediate's fn).
-func (a *activation) recordNow(e persistence.Event) persistence.Event {
-	a.record(e)
-	return a.pending.History[len(a.pending.History)-1]
-}
+// recordNow records e live and returns it as recorded (for immediate's fn).
+func (a *activation) recordNow(e persistence.Event) persistence.Event { return a.record(e) }
 
-// record appends a new event to the pending step.
-func (a *activation) record(e persistence.Event) {
+// record appends a new event to the pending step and returns it.
+func (a *activation) record(e persistence.Event) persistence.Event {
 	e.Error = cleanText(e.Error)
-	e.Seq = a.seq
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	a.seq++
-	a.pending.History = append(a.pending.History, e)
+	return a.j.Record(e)
 }
 
-func (a *activation) nextID(name string) string {
-	a.counters[name]++
-	return name + ":" + strconv.Itoa(a.counters[name])
-}
+func (a *activation) nextID(name string) string { return a.j.NextID(name) }
 
 // observeCancel reports whether the workflow is to see its cancel request
 // now. Seeing it is recorded, so replay sees it at the same call.
 func (a *activation) observeCancel() bool {
-	if a.cancelled {
+	if a.j.Cancelled() {
 		return true
 	}
 	if a.replaying() {
-		// Look past version markers without taking them: a Version call
-		// after this one may still ask for them.
-		i := a.pos
-		for i < a.hist.len() && a.hist.at(i).Kind == EventVersion {
-			i++
-		}
-		if i < a.hist.len() && a.hist.at(i).Kind == EventCancelObserved {
-			a.pos = i + 1
-			a.cancelled = true
-			return true
-		}
-		if i < a.hist.len() {
-			return false // history goes on: the first run saw no cancel here
+		seen, decided, err := a.j.ReplayCancel()
+		a.must(err)
+		if decided {
+			return seen
 		}
 		// Only version markers are left: from here on the run is live.
 	}
 	if a.cancelRequested() {
-		a.record(persistence.Event{Kind: EventCancelObserved})
-		a.cancelled = true
+		a.j.ObserveCancel(persistence.Event{At: time.Now()})
 		a.cancelActivities()
 	}
-	return a.cancelled
+	return a.j.Cancelled()
 }
 
 // add registers a pending command.
-func (a *activation) add(c *command) {
-	a.cmds[c.key] = c
-	a.order = append(a.order, c)
-}
+func (a *activation) add(c *command) { a.j.Add(&c.Call) }
 
 // apply feeds a command its completion or progress event.
-func (a *activation) apply(c *command, e persistence.Event) {
-	if progress(e.Kind) {
-		c.advance(a, e)
-		return
-	}
-	c.done = true
-	a.rseqN++
-	c.rseq = a.rseqN
-	c.value, c.err = c.resolve(e)
-	delete(a.cmds, c.key)
-	for i, o := range a.order {
-		if o == c {
-			a.order = append(a.order[:i:i], a.order[i+1:]...)
-			break
-		}
-	}
-}
+func (a *activation) apply(c *command, e persistence.Event) { a.must(a.j.Apply(&c.Call, e)) }
 
-func (c *command) advance(a *activation, e persistence.Event) {
-	switch {
-	case c.act != nil:
-		c.act.advance(a, e)
-	case c.recv != nil:
-		c.recv.advance(a, e)
+// pendingCommands lists the unresolved commands in issue order (a copy:
+// callers may resolve them as they go).
+func (a *activation) pendingCommands() []*command {
+	calls := a.j.Calls()
+	out := make([]*command, len(calls))
+	for i, c := range calls {
+		out[i] = commandOf(c)
 	}
-}
-
-// consumeCompletions reads, while replaying, every completion or progress
-// event of a pending command that comes next in history.
-func (a *activation) consumeCompletions() {
-	for a.pos < a.hist.len() {
-		e := a.hist.at(a.pos)
-		key, ok := completionKey(e)
-		if !ok {
-			return
-		}
-		c := a.cmds[key]
-		if c == nil {
-			return
-		}
-		if call := c.act; call != nil && (e.Name != call.name || (e.Digest != "" && e.Digest != call.digest)) {
-			a.nondet(e, "activity "+call.name+" ("+call.id+") with another input")
-		}
-		a.pos++
-		a.apply(c, e)
-	}
+	return out
 }
 
 // await blocks until done holds. It is the one wait of every durable call:
@@ -261,31 +186,17 @@ func (a *activation) await(done func() bool, recv []*command) error {
 	scan := !a.quietMail || !a.pendingEmpty()
 	for {
 		if a.replaying() {
-			a.consumeCompletions()
-			if done() {
+			w, e, err := a.j.ReplayWait(done)
+			a.must(err)
+			switch w {
+			case journal.WaitDone:
 				return nil
-			}
-			if a.cancelled {
+			case journal.WaitCancelled:
 				return ErrCancelled
-			}
-			// A marker no call asked for (the Version call was dropped)
-			// may hide a completion behind it: look again past it.
-			before := a.pos
-			a.skipMarkers()
-			if a.pos != before || !a.replaying() {
-				continue
-			}
-			e := a.hist.at(a.pos)
-			switch e.Kind {
-			case EventLinkedExit:
-				a.pos++
+			case journal.WaitLinkedExit:
 				panic(a.linkedExitFrom(e))
-			case EventCancelObserved:
-				a.pos++
-				a.cancelled = true
-				return ErrCancelled
 			}
-			a.nondet(e, "a wait for "+waitingFor(a.order))
+			continue // history is used up: on live
 		}
 		if a.stopped() {
 			// A workflow that always finds mail never parks: it must
@@ -299,12 +210,12 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		if done() {
 			return nil
 		}
-		if a.cancelled {
+		if a.j.Cancelled() {
 			return ErrCancelled
 		}
 		if scan && (len(recv) > 0 || a.watchLinks()) {
 			a.quietMail = false
-			if len(recv) > 0 && !a.replayOnly {
+			if len(recv) > 0 {
 				// Before the read: a message committed from now on wakes
 				// this activation or another consumer.
 				a.sys.consumerWaiting(a, recv)
@@ -316,8 +227,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		}
 		a.recheckCancel()
 		if a.cancelRequested() {
-			a.record(persistence.Event{Kind: EventCancelObserved})
-			a.cancelled = true
+			a.j.ObserveCancel(persistence.Event{At: time.Now()})
 			a.cancelActivities()
 			return ErrCancelled
 		}
@@ -333,13 +243,6 @@ func (a *activation) await(done func() bool, recv []*command) error {
 	}
 }
 
-func waitingFor(order []*command) string {
-	if len(order) == 0 {
-		return "nothing"
-	}
-	return order[0].key
-}
-
 // poll records what live work has finished: activity attempts, due timers,
 // and back-offs that have passed (their next attempt starts).
 func (a *activation) poll() {
@@ -352,15 +255,17 @@ func (a *activation) poll() {
 		}
 	}
 	now := time.Now()
-	for _, c := range append([]*command(nil), a.order...) {
+	for _, c := range a.pendingCommands() {
 		switch {
 		case c.timer && !now.Before(c.due):
-			a.record(persistence.Event{Kind: EventTimerFired, Name: c.key[2:]})
-			a.hook(HookEvent{Kind: HookTimerFired, Name: c.key[2:], Duration: time.Since(c.due)})
-			if c.stored && !a.dropPendingTimer(c.key[2:]) {
-				a.pending.FireTimers = append(a.pending.FireTimers, c.key[2:])
+			id := c.Key[2:]
+			e := a.record(persistence.Event{Kind: EventTimerFired, Name: id})
+			// A fact once the firing commits: a fenced firing reports nothing.
+			a.hookOnCommit(HookEvent{Kind: HookTimerFired, Name: id, Duration: e.At.Sub(c.due)})
+			if c.stored && !a.dropPendingTimer(id) {
+				a.pending.FireTimers = append(a.pending.FireTimers, id)
 			}
-			a.apply(c, a.pending.History[len(a.pending.History)-1])
+			a.apply(c, e)
 		case c.act != nil && c.act.ready(now) && !a.cancelRequested():
 			a.startAttempt(c)
 		}
@@ -375,8 +280,8 @@ func (a *activation) nextDue(recv []*command) time.Time {
 			t = d
 		}
 	}
-	for _, c := range a.order {
-		switch {
+	for _, c := range a.j.Calls() {
+		switch c := commandOf(c); {
 		case c.timer:
 			min(c.due)
 		case c.act != nil && c.act.started && !c.act.running:
@@ -421,7 +326,7 @@ func (a *activation) park(recv []*command) bool {
 	idle := time.NewTimer(a.sys.cfg.PassivateAfter)
 	defer idle.Stop()
 	cancel := a.cancelCh
-	if a.cancelled {
+	if a.j.Cancelled() {
 		cancel = nil
 	}
 	var handover chan struct{}
@@ -461,8 +366,8 @@ func (a *activation) park(recv []*command) bool {
 // memoryBackoff reports an activity waiting out a back-off that no durable
 // timer covers: the activation must stay to start its next attempt.
 func (a *activation) memoryBackoff() bool {
-	for _, c := range a.order {
-		if c.act != nil && c.act.started && !c.act.running && !c.act.durable {
+	for _, c := range a.j.Calls() {
+		if c := commandOf(c); c.act != nil && c.act.started && !c.act.running && !c.act.durable {
 			return true
 		}
 	}
@@ -472,7 +377,7 @@ func (a *activation) memoryBackoff() bool {
 // recheckCancel reads the cancel flag from the store after a remote wake:
 // another process's cancel request arrives only that way.
 func (a *activation) recheckCancel() {
-	if a.replayOnly || !a.recheck.Swap(false) || a.cancelRequested() {
+	if !a.recheck.Swap(false) || a.cancelRequested() {
 		return
 	}
 	inst, err := a.sys.store.Instance(a.sys.ctx, a.id)
@@ -502,22 +407,47 @@ func (a *activation) linkedExitFrom(e persistence.Event) *linkedExit {
 
 // mark is a point in the pending step to go back to.
 type mark struct {
-	step persistence.Step
-	seq  int64
+	step  persistence.Step
+	hist  journal.Mark
+	hooks int
 }
 
-func (a *activation) mark() mark { return mark{step: a.pending, seq: a.seq} }
+func (a *activation) mark() mark {
+	return mark{step: a.pending, hist: a.j.Mark(), hooks: len(a.onCommit)}
+}
 
 func (a *activation) restore(m mark) {
 	for _, seq := range a.pending.Consume[len(m.step.Consume):] {
 		delete(a.consumed, seq)
 	}
-	a.pending, a.seq = m.step, m.seq
+	a.pending = m.step
+	a.j.Restore(m.hist)
+	a.onCommit = a.onCommit[:m.hooks:m.hooks]
+}
+
+// discard drops what is pending: a step that will never commit, and the
+// hooks that waited for it.
+func (a *activation) discard() {
+	a.pending = persistence.Step{}
+	a.j.Discard()
+	clear(a.consumed)
+	a.onCommit = nil
+}
+
+// hookOnCommit reports e once the pending step commits (at once if nothing
+// is pending): hooks report facts, and a step that is fenced or fails
+// reports nothing.
+func (a *activation) hookOnCommit(e HookEvent) {
+	if a.pendingEmpty() {
+		a.hook(e)
+		return
+	}
+	a.onCommit = append(a.onCommit, e)
 }
 
 func (a *activation) pendingEmpty() bool {
 	p := &a.pending
-	return len(p.History) == 0 && len(p.Consume) == 0 && len(p.Claim) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
+	return len(a.j.Pending()) == 0 && len(p.Consume) == 0 && len(p.Claim) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
 		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == ""
 }
 
@@ -536,11 +466,9 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	if a.pendingEmpty() && (!lease || a.leased.Load()) {
 		return persistence.StepResult{}, nil
 	}
-	if a.replayOnly {
-		panic(replayDone{})
-	}
 	a.quietMail = false
 	step := a.pending
+	step.History = a.j.Pending()
 	step.Instance, step.Epoch = a.id, a.epoch
 	take := a.withLease(&step)
 	res, err := a.sys.store.Apply(a.sys.ctx, step)
@@ -549,6 +477,7 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	}
 	a.tookLease(take)
 	a.pending = persistence.Step{}
+	a.j.Committed()
 	clear(a.consumed)
 	if len(step.Unsubscribe) > 0 || step.Status.Terminal() && len(a.prefetch) > 0 {
 		// The step gave claimed messages back: before the wakes, so that
@@ -556,6 +485,13 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 		a.sys.claims.forget(a)
 	}
 	a.sys.afterCommit(a.id, &step, res)
+	if len(a.onCommit) > 0 {
+		hooks := a.onCommit
+		a.onCommit = nil
+		for _, e := range hooks {
+			a.hook(e)
+		}
+	}
 	return res, nil
 }
 
@@ -631,7 +567,7 @@ func isUserError(err error) bool {
 // reaches the workflow; the failure is then recorded instead, for replay.
 func (a *activation) effect(e persistence.Event, add func(*persistence.Step)) persistence.Event {
 	m := a.mark()
-	a.record(e)
+	e = a.record(e)
 	add(&a.pending)
 	err := a.commit()
 	if err == nil {

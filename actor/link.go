@@ -65,8 +65,8 @@ func AwaitChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], pid PID) (O
 func AwaitChildAsync[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], pid PID) *Future[Out] {
 	a := ctx.a
 	f := ReceiveAsync[mailbox.Down](ctx, mailbox.OnChannel(mailbox.DownChannel), mailbox.From(pid))
-	inner := f.c.resolve
-	f.c.resolve = func(e persistence.Event) (any, error) {
+	inner := f.c.Resolve
+	f.c.Resolve = func(e persistence.Event) (any, error) {
 		v, err := inner(e)
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
@@ -40,12 +41,13 @@ type receiveCall struct {
 	stored  bool
 }
 
-func (r *receiveCall) advance(a *activation, e persistence.Event) {
+func (r *receiveCall) advance(e persistence.Event) error {
 	var rec timerRecord
 	if err := json.Unmarshal(e.Payload, &rec); err != nil {
-		a.nondet(e, "receive wait (unreadable record)")
+		return journal.Diverged(e, "receive wait (unreadable record)")
 	}
 	r.waiting, r.due, r.stored = true, rec.Due, rec.Stored
+	return nil
 }
 
 // matches applies the receive's type and filters to a stored message.
@@ -82,8 +84,10 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 	}
 	spec := mailbox.NewSpec(filters...)
 	r := &receiveCall{id: id, spec: spec, typ: typeNameFor[T](), timeout: spec.Timeout}
-	c := &command{key: "r:" + id, recv: r}
-	c.resolve = func(e persistence.Event) (any, error) {
+	c := newCommand(journal.ReceiveKey(id))
+	c.recv = r
+	c.Advance = r.advance
+	c.Resolve = func(e persistence.Event) (any, error) {
 		if e.Kind == EventReceiveTimeout {
 			return Received[T]{}, ErrTimeout
 		}
@@ -119,7 +123,7 @@ func (a *activation) scanMail(recv []*command) bool {
 		a.checkLinks(recv, all)
 		msgs := a.sys.claims.unclaimed(a, all)
 		for _, c := range recv {
-			if c.done {
+			if c.Done() {
 				continue
 			}
 			m, cands, ok := a.pick(c.recv, msgs)
@@ -207,7 +211,7 @@ func (a *activation) takePrefetched(recv []*command) bool {
 		return false
 	}
 	for _, c := range recv {
-		if c.done || !c.recv.spec.HasChannel || a.prefetch[c.recv.spec.Channel] == 0 {
+		if c.Done() || !c.recv.spec.HasChannel || a.prefetch[c.recv.spec.Channel] == 0 {
 			continue
 		}
 		for _, m := range a.prefetched {
@@ -233,7 +237,7 @@ func (a *activation) consume(c *command, m persistence.Message, claim []persiste
 	mk := a.mark()
 	msg := mailbox.FromStored(m)
 	b, _ := json.Marshal(msg)
-	a.record(persistence.Event{Kind: EventReceived, Name: c.recv.id, Ref: m.ID, Payload: b})
+	e := a.record(persistence.Event{Kind: EventReceived, Name: c.recv.id, Ref: m.ID, Payload: b})
 	a.pending.Consume = append(a.pending.Consume, m.Seq)
 	a.consumed[m.Seq] = true
 	if len(a.prefetched) > 0 {
@@ -257,12 +261,10 @@ func (a *activation) consume(c *command, m persistence.Message, claim []persiste
 			a.fail(err)
 		}
 		a.keepClaimed(claim, res.Claimed)
-		// The commit emptied pending: resolve from the event as recorded.
-		a.apply(c, persistence.Event{Kind: EventReceived, Name: c.recv.id, Ref: m.ID, Payload: b})
-	} else {
-		a.apply(c, a.pending.History[len(a.pending.History)-1])
 	}
-	a.hook(HookEvent{Kind: HookMessageConsumed, Name: msg.Channel, Ref: msg.ID})
+	a.apply(c, e)
+	// Reported once the consume commits (a competing one has).
+	a.hookOnCommit(HookEvent{Kind: HookMessageConsumed, Name: msg.Channel, Ref: msg.ID})
 	return true
 }
 
@@ -290,22 +292,22 @@ func (a *activation) receiveTimeouts(recv []*command) bool {
 	now := time.Now()
 	for _, c := range recv {
 		r := c.recv
-		if c.done || r.timeout <= 0 {
+		if c.Done() || r.timeout <= 0 {
 			continue
 		}
 		if !r.waiting {
 			rec := timerRecord{Due: now.Add(r.timeout), Stored: true}
 			b, _ := json.Marshal(rec)
-			a.record(persistence.Event{Kind: EventReceiveWait, Name: r.id, Payload: b})
+			e := a.record(persistence.Event{Kind: EventReceiveWait, Name: r.id, Payload: b})
 			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.id, Due: rec.Due})
-			r.advance(a, a.pending.History[len(a.pending.History)-1])
+			a.apply(c, e)
 		}
 		if !now.Before(r.due) {
-			a.record(persistence.Event{Kind: EventReceiveTimeout, Name: r.id})
+			e := a.record(persistence.Event{Kind: EventReceiveTimeout, Name: r.id})
 			if r.stored && !a.dropPendingTimer(r.id) {
 				a.pending.FireTimers = append(a.pending.FireTimers, r.id)
 			}
-			a.apply(c, a.pending.History[len(a.pending.History)-1])
+			a.apply(c, e)
 			return true
 		}
 	}

@@ -1,13 +1,14 @@
 package actor
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/persistence"
 )
 
@@ -46,7 +47,7 @@ func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...
 	if len(hist) > 0 && hist[0].Kind == EventStarted && hist[0].Name != wf.Name() {
 		return fmt.Errorf("%w: history is of workflow %q, not %q", ErrInvalidInput, hist[0].Name, wf.Name())
 	}
-	return s.replay(wf, memHist(hist))
+	return s.replay(wf, journal.Events(hist))
 }
 
 // Replay replays the stored history of pid against the workflow code this
@@ -70,9 +71,12 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 	return r.replay(def, hist)
 }
 
-func (s *System) replay(def Definition, hist *journalHist) error {
+// replay drives the workflow over a replay-only journal: every durable call
+// is answered from history, and the first one that would run live ends the
+// replay (see activation.must) before anything is started or written.
+func (s *System) replay(def Definition, hist journal.History) error {
 	a := newActivation(s, def, persistence.Instance{ID: "replay", Workflow: def.Name()}, hist)
-	a.replayOnly = true
+	a.j = journal.NewReplay(hist)
 	defer a.stopRun()
 	out, oc, crash, _, werr := a.execute()
 	a.endAttempts()
@@ -85,25 +89,19 @@ func (s *System) replay(def Definition, hist *journalHist) error {
 		return fmt.Errorf("norn: replay: the workflow crashed: %w", crash)
 	}
 	// The code ended while history may go on: it must end the same way.
-	a.skipMarkers()
-	if a.pos >= a.hist.len() {
-		return nil
-	}
-	e := a.hist.at(a.pos)
 	want := EventCompleted
 	switch {
-	case werr != nil && a.cancelled:
+	case werr != nil && a.j.Cancelled():
 		want = EventCancelled
 	case werr != nil:
 		want = EventFailed
 	}
-	if e.Kind != want {
-		return &NonDeterminismError{Seq: e.Seq, Expected: describe(e), Got: "the workflow ending (" + want + ")"}
+	err := a.j.End(want, out)
+	var d *journal.Divergence
+	if errors.As(err, &d) {
+		return &NonDeterminismError{Seq: d.Seq, Expected: d.Expected, Got: d.Got}
 	}
-	if want == EventCompleted && !bytes.Equal(e.Payload, out) {
-		return &NonDeterminismError{Seq: e.Seq, Expected: "completed with the recorded result", Got: "another result"}
-	}
-	return nil
+	return err
 }
 
 type nopHooks struct{}
