@@ -108,9 +108,8 @@ type activation struct {
 
 	registered bool // waitRecv is set (workflow goroutine only)
 
-	comps     []compensation // completed calls of compensable activities, in order
-	children  []string       // linked children spawned so far (replayed too)
-	trapExits bool           // a failed child's Down is a message, not our end
+	comps []compensation   // completed calls of compensable activities, in order
+	links supervisor.Links // linked children spawned so far (replayed too), and whether exits are trapped
 
 	// quietMail: the instance was created by this activation's node and
 	// the activation has neither committed nor been woken since, so its
@@ -155,7 +154,7 @@ func (a *activation) reset(inst persistence.Instance, hist journal.History) {
 	a.consumed = map[int64]bool{}
 	a.prefetch, a.prefetched = map[string]int{}, nil
 	a.deferred, a.inflight = nil, 0
-	a.comps, a.children, a.trapExits = nil, nil, false
+	a.comps, a.links = nil, supervisor.Links{}
 	a.locals = nil
 	a.quietMail = false
 	if inst.CancelReason != "" {
@@ -541,7 +540,7 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 		persistence.StatusFailed: EventFailed, persistence.StatusCancelled: EventCancelled}[status]
 	// Linked children end with their parent. Asked before the end commits,
 	// so that a crash in between asks again on the next try.
-	for _, child := range a.children {
+	for _, child := range a.links.Children {
 		err := s.Cancel(s.ctx, PID(child), "parent "+a.id+" ended")
 		if err != nil && !errors.Is(err, persistence.ErrInstanceDone) && !errors.Is(err, persistence.ErrNotFound) {
 			a.finishRetry, _, _ = a.crashed(fmt.Errorf("store: %w", err), true)
@@ -618,20 +617,11 @@ func (a *activation) crashed(reason error, infra bool) (time.Duration, bool, boo
 		a.hook(HookEvent{Kind: HookInstanceRestarted, Err: reason, Duration: delay})
 		return delay, true, false
 	}
-	now := time.Now()
-	p := a.def.restartPolicy()
-	var recent []time.Time
-	for _, t := range a.inst.RecentRestarts {
-		if now.Sub(t) <= p.Period {
-			recent = append(recent, t)
-		}
-	}
-	delay, ok := p.Decide(recent, now)
+	delay, log, ok := a.def.restartPolicy().Restart(a.inst.RecentRestarts, time.Now())
 	if !ok {
 		s.log.Info("instance exhausted its restart budget", "instance", a.id, "reason", oneLine(reason.Error()))
 		return 0, false, a.finish(persistence.StatusFailed, nil, &budgetError{cause: reason})
 	}
-	log := append(recent, now)
 	step := persistence.Step{Instance: a.id, Epoch: a.epoch, IncRestarts: true, RestartLog: log}
 	take := a.withLease(&step)
 	if _, err := s.store.Apply(s.ctx, step); err != nil {

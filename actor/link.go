@@ -1,12 +1,12 @@
 package actor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/supervisor"
 )
 
 // SpawnChild starts a linked child instance (its ID is derived from the
@@ -51,7 +51,7 @@ func SpawnChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], in In) (PID
 	if err := a.eventError(e); err != nil {
 		return "", err
 	}
-	a.children = append(a.children, e.Ref)
+	a.links.Children = append(a.links.Children, e.Ref)
 	return PID(e.Ref), nil
 }
 
@@ -97,7 +97,7 @@ func (a *activation) childResult(pid PID, d mailbox.Down, dec func([]byte) (any,
 
 // TrapExits turns a linked child's failure into an ordinary mailbox.Down
 // message instead of failing this instance.
-func (c *Context) TrapExits() { c.a.trapExits = true }
+func (c *Context) TrapExits() { c.a.links.TrapExits = true }
 
 // linkedExit ends a parent whose linked child failed.
 type linkedExit struct {
@@ -110,43 +110,24 @@ func (e *linkedExit) Error() string {
 }
 
 // watchLinks says whether waits must look for linked children's failures.
-func (a *activation) watchLinks() bool { return !a.trapExits && len(a.children) > 0 }
+func (a *activation) watchLinks() bool { return a.links.Watching() }
 
 // checkLinks is called on the messages a wait scanned: a Down from a failed
 // child that no waited-for receive asks for ends this instance, unless it
 // traps exits. The exit is recorded, so that replay ends at the same wait.
 func (a *activation) checkLinks(recv []*command, msgs []persistence.Message) {
-	if !a.watchLinks() {
+	waiting := make([]mailbox.Receive, len(recv))
+	for i, c := range recv {
+		waiting[i] = c.recv.accept()
+	}
+	m, d, ok := a.links.Exit(msgs, func(seq int64) bool { return a.consumed[seq] }, waiting)
+	if !ok {
 		return
 	}
-next:
-	for _, m := range msgs {
-		if m.Channel != mailbox.DownChannel || a.consumed[m.Seq] {
-			continue
-		}
-		for _, c := range recv {
-			if c.recv.matches(mailbox.FromStored(m)) {
-				continue next
-			}
-		}
-		var d mailbox.Down
-		if json.Unmarshal(m.Payload, &d) != nil || persistence.Status(d.Status) != persistence.StatusFailed || !a.isChild(string(d.PID)) {
-			continue
-		}
-		a.record(persistence.Event{Kind: EventLinkedExit, Ref: m.ID, Payload: m.Payload})
-		a.pending.Consume = append(a.pending.Consume, m.Seq)
-		a.consumed[m.Seq] = true
-		panic(&linkedExit{child: string(d.PID), reason: d.Error, down: d})
-	}
-}
-
-func (a *activation) isChild(id string) bool {
-	for _, c := range a.children {
-		if c == id {
-			return true
-		}
-	}
-	return false
+	a.record(persistence.Event{Kind: EventLinkedExit, Ref: m.ID, Payload: m.Payload})
+	a.pending.Consume = append(a.pending.Consume, m.Seq)
+	a.consumed[m.Seq] = true
+	panic(&linkedExit{child: string(d.PID), reason: d.Error, down: d})
 }
 
 // Monitor asks for a mailbox.Down (on mailbox.DownChannel) when the instance
@@ -195,15 +176,12 @@ func (c *Context) Monitor(pid PID) error {
 // returns the Down to deliver.
 func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
 	inst, err := a.sys.store.Instance(a.sys.ctx, string(pid))
-	d := mailbox.Down{PID: pid, Status: "noproc"}
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-	case err != nil:
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		a.fail(err)
-	case !inst.Status.Terminal():
+	}
+	d, ended := supervisor.DownOf(pid, inst, err == nil)
+	if !ended {
 		return nil, false
-	default:
-		d = mailbox.Down{PID: pid, Status: string(inst.Status), Error: inst.Error, Output: inst.Output}
 	}
 	if checkMail {
 		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, mailboxScanMax)

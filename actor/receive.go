@@ -21,14 +21,10 @@ type Received[T any] struct {
 // match in a full page reads a larger one, so that the common case (the
 // first message matches) reads a few rows, not the whole queue. It is as
 // many as a competing consumer chooses among.
-const mailboxPage = competingSpread
+const mailboxPage = mailbox.CompetingSpread
 
 // mailboxScanMax caps one scan.
 const mailboxScanMax = 1 << 20
-
-// competingSpread is how many waiting competing messages a consumer chooses
-// among, so that parallel consumers do not all race for the first one.
-const competingSpread = 8
 
 // receiveCall is the live state of one receive.
 type receiveCall struct {
@@ -50,13 +46,11 @@ func (r *receiveCall) advance(e persistence.Event) error {
 	return nil
 }
 
+// accept is what the receive accepts, as the mailbox's selection sees it.
+func (r *receiveCall) accept() mailbox.Receive { return mailbox.Receive{Type: r.typ, Spec: r.spec} }
+
 // matches applies the receive's type and filters to a stored message.
-func (r *receiveCall) matches(m mailbox.Message) bool {
-	if r.typ != "" && m.Type != "" && m.Type != r.typ {
-		return false
-	}
-	return r.spec.Matches(m)
-}
+func (r *receiveCall) matches(m mailbox.Message) bool { return r.accept().Accepts(m) }
 
 // Receive consumes the first message in the mailbox (arrival order) whose
 // type is T and that matches every filter, waiting for one if there is none.
@@ -126,11 +120,15 @@ func (a *activation) scanMail(recv []*command) bool {
 			if c.Done() {
 				continue
 			}
-			m, cands, ok := a.pick(c.recv, msgs)
+			sel := a.selection()
+			m, cands, ok := sel.Pick(c.recv.accept(), msgs)
 			if !ok {
 				continue
 			}
-			claim := a.claimable(m, cands)
+			if m.Target == "" && a.prefetch[m.Channel] <= 1 {
+				a.spread++ // the next pick among competing messages takes another
+			}
+			claim := sel.Claimable(m, cands)
 			if m.Target == "" {
 				var held bool
 				if held, claim = a.sys.claims.hold(a, m, claim); !held {
@@ -180,22 +178,6 @@ func (a *activation) mailboxPage() int {
 		n = max(n, p)
 	}
 	return n
-}
-
-// claimable lists the competing messages to claim ahead with m (Prefetch):
-// the other candidates of m's channel, up to the prefetch less one.
-func (a *activation) claimable(m persistence.Message, cands []persistence.Message) []persistence.Message {
-	n := a.prefetch[m.Channel] - 1
-	if m.Target != "" || n <= 0 {
-		return nil
-	}
-	var out []persistence.Message
-	for _, c := range cands {
-		if c.Seq != m.Seq && c.Channel == m.Channel && len(out) < n {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // takePrefetched serves the first receive, in issue order, that names the
@@ -314,40 +296,15 @@ func (a *activation) receiveTimeouts(recv []*command) bool {
 	return false
 }
 
-// pick chooses the message to consume: the first match in arrival order,
-// except that among waiting competing messages it takes one of the first few
-// so that parallel consumers spread out instead of racing for one row. cands
-// are those competing messages (as many as its channel's prefetch, if
-// more): the others may be claimed ahead or wait for other consumers.
-func (a *activation) pick(r *receiveCall, msgs []persistence.Message) (m persistence.Message, cands []persistence.Message, ok bool) {
-	limit := competingSpread
-	for _, m := range msgs {
-		if a.consumed[m.Seq] || !r.matches(mailbox.FromStored(m)) {
-			continue
-		}
-		if m.Target != "" && len(cands) == 0 {
-			return m, nil, true
-		}
-		if m.Target != "" {
-			break
-		}
-		if len(cands) == 0 {
-			limit = max(limit, a.prefetch[m.Channel])
-		}
-		cands = append(cands, m)
-		if len(cands) == limit {
-			break
-		}
+// selection is how this consumer picks among the messages of a mailbox
+// read: it skips what its pending step consumed, takes its prefetch, and
+// rotates among competing candidates by its ID and its picks so far.
+func (a *activation) selection() mailbox.Selection {
+	return mailbox.Selection{
+		Skip:     func(seq int64) bool { return a.consumed[seq] },
+		Prefetch: func(ch string) int { return a.prefetch[ch] },
+		Turn:     hashString(a.id) + uint32(a.spread) + 1,
 	}
-	if len(cands) == 0 {
-		return persistence.Message{}, nil, false
-	}
-	if a.prefetch[cands[0].Channel] > 1 {
-		// It takes them all: the first, and the others ahead.
-		return cands[0], cands, true
-	}
-	a.spread++
-	return cands[(int(hashString(a.id))+a.spread)%len(cands)], cands, true
 }
 
 func hashString(s string) uint32 {

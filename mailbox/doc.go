@@ -1,11 +1,14 @@
 // Package mailbox holds the semantics of Norn's durable mailboxes: the
 // channel modes (Broadcast, Competing, Direct), the message an actor
-// receives, and the filters of a selective receive (OnChannel, From, Match,
-// Timeout), and the options of a subscription (Prefetch). It is pure logic: the store keeps the messages, the actor
-// package consumes them.
+// receives, the filters of a selective receive (OnChannel, From, Match,
+// Timeout), the options of a subscription (Prefetch), and how a receive
+// picks its message from a mailbox read (Receive, Selection): the first it
+// accepts in arrival order, spreading parallel competing consumers over
+// the first few queued messages, and claiming ahead with a prefetch. It is
+// pure logic: the store keeps the messages, the actor runtime reads them
+// and commits what a receive takes.
 //
-//	spec := mailbox.NewSpec(mailbox.OnChannel("payments"), mailbox.Timeout(time.Hour))
-//	for _, m := range waiting {
-//		if spec.Matches(m) { /* consume m */ }
-//	}
+//	r := mailbox.Receive{Type: "Paid", Spec: mailbox.NewSpec(mailbox.OnChannel("payments"))}
+//	m, _, ok := mailbox.Selection{}.Pick(r, waiting)
+//	if ok { /* consume m */ }
 package mailbox

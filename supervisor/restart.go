@@ -42,3 +42,22 @@ func (p RestartPolicy) Decide(recent []time.Time, now time.Time) (time.Duration,
 	}
 	return p.Backoff.Backoff(n + 1), true
 }
+
+// Restart decides on one more restart of an activation that crashed at
+// now, given the times of its earlier restarts, oldest first (a log kept
+// in the store, so that the budget holds across processes). It returns
+// the back-off before the restart and the log to keep (the earlier
+// restarts still within Period, then now), or ok false when the budget is
+// spent and the instance is to fail instead.
+func (p RestartPolicy) Restart(log []time.Time, now time.Time) (delay time.Duration, keep []time.Time, ok bool) {
+	for _, t := range log {
+		if now.Sub(t) <= p.Period {
+			keep = append(keep, t)
+		}
+	}
+	delay, ok = p.Decide(keep, now)
+	if !ok {
+		return 0, nil, false
+	}
+	return delay, append(keep, now), true
+}
