@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
 
@@ -392,6 +391,3 @@ func (s *System) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
 	}
 	return out, nil
 }
-
-// Subscribers is re-exported for callers that only import actor.
-type Mode = mailbox.Mode

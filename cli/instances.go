@@ -206,7 +206,7 @@ func (e *env) printHistory(hist []actor.HistoryEvent, full bool) error {
 	if e.json {
 		out := make([]eventJSON, len(hist))
 		for i, h := range hist {
-			out[i] = eventJSON{Seq: h.Seq, Kind: h.Kind, Name: h.Name, Ref: h.Ref, Payload: payload(h.Payload), Error: h.Error,
+			out[i] = eventJSON{Seq: h.Seq, Kind: string(h.Kind), Name: h.Name, Ref: h.Ref, Payload: payload(h.Payload), Error: h.Error,
 				Digest: h.Digest, At: h.At.UTC()}
 		}
 		return e.writeJSON(out)
@@ -221,7 +221,7 @@ func (e *env) printHistory(hist []actor.HistoryEvent, full bool) error {
 		if h.Error != "" {
 			detail = "error: " + h.Error
 		}
-		t.row(strconv.FormatInt(h.Seq, 10), h.Kind, h.Name, h.Ref, fmtTime(h.At), detail)
+		t.row(strconv.FormatInt(h.Seq, 10), string(h.Kind), h.Name, h.Ref, fmtTime(h.At), detail)
 	}
 	return t.flush()
 }

@@ -67,7 +67,7 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 		if i == 0 && start.IsZero() {
 			start = e.At
 		}
-		it := item{Seq: e.Seq, At: e.At, Name: e.Name, Error: e.Error, Class: "other", Label: e.Kind}
+		it := item{Seq: e.Seq, At: e.At, Name: e.Name, Error: e.Error, Class: "other", Label: string(e.Kind)}
 		if !start.IsZero() {
 			it.Offset = "+" + fmtDuration(e.At.Sub(start))
 		}
