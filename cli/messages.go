@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // typedJSON is a message given as JSON text and stored under a chosen type
@@ -133,9 +134,9 @@ Exits 3 if there is no such instance, 1 if it has ended.`,
 					s := sentJSON{MessageID: mf.messageID(), Instance: pid, Channel: channel}
 					opts := []actor.SendOption{actor.WithMessageID(s.MessageID), actor.Duplicate(&s.Duplicate)}
 					if channel == "" {
-						err = c.sys.Send(e.ctx, actor.PID(pid), message(data, mf.typ), opts...)
+						err = c.sys.Send(e.ctx, norntype.PID(pid), message(data, mf.typ), opts...)
 					} else {
-						err = c.sys.SendOn(e.ctx, channel, actor.PID(pid), message(data, mf.typ), opts...)
+						err = c.sys.SendOn(e.ctx, channel, norntype.PID(pid), message(data, mf.typ), opts...)
 					}
 					if err != nil {
 						return fmt.Errorf("send to %s: %w", pid, err)
