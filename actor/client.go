@@ -304,7 +304,8 @@ func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
 // WithMessageID gives the message a caller-chosen ID, which makes a call
 // from outside the workflows (System.Send, SendOn, Publish, PublishWith)
 // safe to retry: a message with an ID already used (within
-// Config.DedupeWindow) is not delivered again, whichever of them sent it.
+// Config.DedupeWindow) is not delivered again, whichever of them (or
+// Deliver, PublishBatch) sent it. Deliver also reports such a repeat.
 // Without it, or with an empty ID, every call gets a fresh random ID and no
 // such check. Inside a workflow (ctx.Send, ctx.Publish) sends are recorded
 // and never repeated on replay anyway; an ID given there is checked the same
