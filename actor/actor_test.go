@@ -105,7 +105,7 @@ func TestChainCompletes(t *testing.T) {
 	}
 	var kinds []string
 	for _, e := range info.History {
-		kinds = append(kinds, e.Kind+":"+e.Ref)
+		kinds = append(kinds, string(e.Kind)+":"+e.Ref)
 	}
 	if fmt.Sprint(kinds) != "[started:json activity:double:1 activity:add:1 activity:double:2 completed:]" {
 		t.Fatalf("history = %v", kinds)

@@ -10,7 +10,7 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// Outgoing is one message of PublishBatch.
+// Outgoing is one message of PublishBatch or Deliver.
 //
 // Channel alone publishes on the channel (as Publish); Target alone sends
 // to the instance's mailbox (as Send); both send to the instance on a

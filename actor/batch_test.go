@@ -162,9 +162,8 @@ func TestPublishBatchDedupe(t *testing.T) {
 					t.Fatalf("batch %d: ids %q", i, ids)
 				}
 			}
-			var dup bool
-			if _, err := sys.Publish(ctx, "q", "again", actor.WithMessageID("c"), actor.Duplicate(&dup)); err != nil || !dup {
-				t.Fatalf("Publish with a batch's ID = %v, duplicate %v", err, dup)
+			if r, err := sys.Deliver(ctx, actor.Outgoing{Channel: "q", Message: "again", ID: "c"}); err != nil || !r.Duplicate {
+				t.Fatalf("Deliver with a batch's ID = %+v, %v", r, err)
 			}
 			if n := waitingOn(t, sys, "q"); n != 4 {
 				t.Fatalf("queue holds %d messages; want 4 (a, b, c and the one without ID)", n)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor/internal/journal"
-	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
 
@@ -15,50 +14,69 @@ import (
 type SpawnOption func(*spawnConfig)
 
 type spawnConfig struct {
-	id      string
-	existed *bool
+	id string
 }
 
 // WithID gives the instance a chosen ID. Spawning an ID that exists returns
-// the existing PID and starts nothing (Existed tells which happened); if
+// the existing PID and starts nothing (SpawnID tells which happened); if
 // the ID belongs to another workflow, Spawn fails with an *IDConflictError.
 func WithID(id string) SpawnOption { return func(c *spawnConfig) { c.id = id } }
-
-// Existed makes Spawn set *p: true if the instance already existed (and
-// Spawn started nothing), false if this call created it.
-func Existed(p *bool) SpawnOption { return func(c *spawnConfig) { c.existed = p } }
 
 // Spawn starts a new instance of wf with input in. It returns once the
 // instance is durable; from then on it runs (here, or on another node if
 // this one stops first), however many Spawns of its ID race, in this
 // process or others.
 func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], in In, opts ...SpawnOption) (PID, error) {
-	if wf == nil {
-		return "", fmt.Errorf("%w: nil workflow", ErrUnknownWorkflow)
-	}
-	if err := sys.checkRegistered(wf); err != nil {
-		return "", err
-	}
 	var cfg spawnConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	r, err := spawnWorkflow(ctx, sys, wf, cfg.id, in)
+	return r.PID, err
+}
+
+// Spawned is what SpawnID reports.
+type Spawned struct {
+	PID PID
+	// Existed: the instance existed already, and the call started nothing.
+	Existed bool
+}
+
+// SpawnID is Spawn with the ID given by WithID(id), and it also reports
+// whether this call created the instance or found it existing: what a
+// caller that retries needs in order to tell its first attempt from a
+// repeat.
+func SpawnID[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], id string, in In) (Spawned, error) {
+	if id == "" {
+		return Spawned{}, fmt.Errorf("%w: SpawnID needs an ID", ErrInvalidInput)
+	}
+	return spawnWorkflow(ctx, sys, wf, id, in)
+}
+
+// spawnWorkflow is Spawn and SpawnID; an empty id makes a fresh one.
+func spawnWorkflow[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Out], id string, in In) (Spawned, error) {
+	if wf == nil {
+		return Spawned{}, fmt.Errorf("%w: nil workflow", ErrUnknownWorkflow)
+	}
+	if err := sys.checkRegistered(wf); err != nil {
+		return Spawned{}, err
+	}
 	input, err := sys.encode(in)
 	if err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	if err := sys.checkPayload("input", input); err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	if err := sys.enter(); err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	defer sys.leave()
-	pid, existed, err := sys.create(ctx, wf, input, cfg.id, "")
-	if err == nil && cfg.existed != nil {
-		*cfg.existed = existed
+	pid, existed, err := sys.create(ctx, wf, input, id, "")
+	if err != nil {
+		return Spawned{}, err
 	}
-	return pid, err
+	return Spawned{PID: pid, Existed: existed}, nil
 }
 
 // checkRegistered checks that def is the definition this node registered under
@@ -287,16 +305,13 @@ func (s *System) Cancel(ctx context.Context, pid PID, reason string) error {
 // WithMessageID gives the message a caller-chosen ID, which makes a call
 // from outside the workflows (System.Send, SendOn, Publish, PublishWith)
 // safe to retry: a message with an ID already used (within
-// Config.DedupeWindow) is not delivered again, whichever of them sent it.
+// Config.DedupeWindow) is not delivered again, whichever of them (or
+// Deliver, PublishBatch) sent it. Deliver also reports such a repeat.
 // Without it, or with an empty ID, every call gets a fresh random ID and no
 // such check. Inside a workflow (ctx.Send, ctx.Publish) sends are recorded
 // and never repeated on replay anyway; an ID given there is checked the same
 // way against sends from anywhere, and a duplicate is silently not delivered.
 func WithMessageID(id string) SendOption { return func(c *sendConfig) { c.id = id } }
-
-// Duplicate makes the call set *p: true if the message ID given with
-// WithMessageID had been used already, so that this call delivered nothing.
-func Duplicate(p *bool) SendOption { return func(c *sendConfig) { c.duplicate = p } }
 
 // Send delivers msg to pid's mailbox; it returns once the message is durable.
 func (s *System) Send(ctx context.Context, pid PID, msg any, opts ...SendOption) error {
@@ -343,10 +358,6 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 	if err := s.checkPayload("message", payload); err != nil {
 		return "", err
 	}
-	if err := s.enter(); err != nil {
-		return "", err
-	}
-	defer s.leave()
 	m.Payload, m.Type = payload, messageType(msg)
 	if m.Metadata == nil {
 		m.Metadata = cfg.metadata
@@ -356,16 +367,44 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 	} else {
 		m.ID = newMessageID()
 	}
+	sent, err := s.add(ctx, m)
+	return sent.ID, err
+}
+
+// Sent is what Deliver reports about one message.
+type Sent struct {
+	ID string // the message's ID: the one given, or a fresh random one
+	// Duplicate: the given ID had been used already (within
+	// Config.DedupeWindow), and the call delivered nothing.
+	Duplicate bool
+}
+
+// Deliver adds one message from outside the workflows, as PublishBatch does
+// several: Outgoing says where it goes (the way of Send, SendOn or Publish)
+// and with which ID. It returns once the message is durable, and reports
+// whether an ID given had been used already, so that a caller that retries
+// can tell its first attempt from a repeat.
+func (s *System) Deliver(ctx context.Context, o Outgoing) (Sent, error) {
+	m, err := s.outgoing(o)
+	if err != nil {
+		return Sent{}, err
+	}
+	return s.add(ctx, m)
+}
+
+// add applies one message m, made by put or outgoing, as its own step.
+func (s *System) add(ctx context.Context, m persistence.NewMessage) (Sent, error) {
+	if err := s.enter(); err != nil {
+		return Sent{}, err
+	}
+	defer s.leave()
 	step := persistence.Step{Send: []persistence.NewMessage{m}}
 	res, err := s.store.Apply(ctx, step)
 	if err != nil {
-		return "", err
-	}
-	if cfg.duplicate != nil {
-		*cfg.duplicate = slices.Contains(res.Duplicates, m.ID)
+		return Sent{}, err
 	}
 	s.afterCommit("", &step, res)
-	return m.ID, nil
+	return Sent{ID: m.ID, Duplicate: m.Dedupe && slices.Contains(res.Duplicates, m.ID)}, nil
 }
 
 // ChannelStat summarises one channel.
@@ -393,6 +432,3 @@ func (s *System) ChannelStats(ctx context.Context) ([]ChannelStat, error) {
 	}
 	return out, nil
 }
-
-// Subscribers is re-exported for callers that only import actor.
-type Mode = mailbox.Mode

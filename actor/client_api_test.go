@@ -17,7 +17,7 @@ import (
 )
 
 // Spawn with an ID that another workflow holds fails with an
-// *IDConflictError; Existed tells a new instance from an existing one.
+// *IDConflictError; SpawnID tells a new instance from an existing one.
 func TestSpawnIDConflictAndExisted(t *testing.T) {
 	alpha := actor.Workflow("alpha", func(ctx *actor.Context, n int) (int, error) { return n, nil })
 	beta := actor.Workflow("beta", func(ctx *actor.Context, n int) (int, error) { return -n, nil })
@@ -25,27 +25,35 @@ func TestSpawnIDConflictAndExisted(t *testing.T) {
 	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(alpha, beta)})
 	ctx := testutil.Ctx(t, liveWait)
 
-	existed := true
-	pid, err := actor.Spawn(ctx, sys, alpha, 7, actor.WithID("x"), actor.Existed(&existed))
-	if err != nil || pid != "x" || existed {
-		t.Fatalf("first spawn = %q, %v, existed %v", pid, err, existed)
+	r, err := actor.SpawnID(ctx, sys, alpha, "x", 7)
+	if err != nil || r.PID != "x" || r.Existed {
+		t.Fatalf("first spawn = %+v, %v", r, err)
 	}
-	if got, err := actor.Await(ctx, sys, alpha, pid); err != nil || got != 7 {
+	if got, err := actor.Await(ctx, sys, alpha, r.PID); err != nil || got != 7 {
 		t.Fatalf("Await = %d, %v", got, err)
 	}
-	pid, err = actor.Spawn(ctx, sys, alpha, 8, actor.WithID("x"), actor.Existed(&existed))
-	if err != nil || pid != "x" || !existed {
-		t.Fatalf("second spawn = %q, %v, existed %v", pid, err, existed)
+	r, err = actor.SpawnID(ctx, sys, alpha, "x", 8)
+	if err != nil || r.PID != "x" || !r.Existed {
+		t.Fatalf("second spawn = %+v, %v", r, err)
+	}
+	pid, err := actor.Spawn(ctx, sys, alpha, 9, actor.WithID("x"))
+	if err != nil || pid != "x" {
+		t.Fatalf("Spawn of an existing ID = %q, %v", pid, err)
 	}
 
-	existed = false
-	pid, err = actor.Spawn(ctx, sys, beta, 1, actor.WithID("x"), actor.Existed(&existed))
+	r, err = actor.SpawnID(ctx, sys, beta, "x", 1)
 	var conflict *actor.IDConflictError
-	if !errors.Is(err, actor.ErrIDConflict) || !errors.As(err, &conflict) || pid != "" {
-		t.Fatalf("spawn of another workflow's ID = %q, %v; want an *IDConflictError", pid, err)
+	if !errors.Is(err, actor.ErrIDConflict) || !errors.As(err, &conflict) || r != (actor.Spawned{}) {
+		t.Fatalf("spawn of another workflow's ID = %+v, %v; want an *IDConflictError", r, err)
 	}
-	if conflict.ID != "x" || conflict.Workflow != "alpha" || conflict.Requested != "beta" || existed {
-		t.Fatalf("conflict = %+v, existed %v", conflict, existed)
+	if conflict.ID != "x" || conflict.Workflow != "alpha" || conflict.Requested != "beta" {
+		t.Fatalf("conflict = %+v", conflict)
+	}
+	if pid, err := actor.Spawn(ctx, sys, beta, 1, actor.WithID("x")); !errors.As(err, &conflict) || pid != "" {
+		t.Fatalf("Spawn of another workflow's ID = %q, %v; want an *IDConflictError", pid, err)
+	}
+	if _, err := actor.SpawnID(ctx, sys, alpha, "", 1); !errors.Is(err, actor.ErrInvalidInput) {
+		t.Fatalf("SpawnID without an ID = %v; want ErrInvalidInput", err)
 	}
 	if insts, _ := st.List(ctx, persistence.ListFilter{}); len(insts) != 1 {
 		t.Fatalf("%d instances stored; want 1", len(insts))
@@ -191,9 +199,10 @@ func TestPruneDedupeIDs(t *testing.T) {
 	}
 }
 
-// A caller-chosen message ID makes Send, SendOn, Publish and PublishWith
-// safe to retry: the second call with an ID delivers nothing and says so,
-// also when the calls race. Without an ID, every call delivers.
+// A caller-chosen message ID makes Send, SendOn, Publish, PublishWith and
+// Deliver safe to retry: the second call with an ID delivers nothing, and
+// Deliver says so, also when the calls race. Without an ID, every call
+// delivers.
 func TestSendWithMessageID(t *testing.T) {
 	for _, store := range []struct {
 		name string
@@ -232,72 +241,89 @@ func TestSendWithMessageID(t *testing.T) {
 				}
 				return 0
 			}
+			// Send, SendOn, Publish and PublishWith dedupe; Deliver, which
+			// sends each of their ways, also reports what it did.
+			plain := func(err error) (actor.Sent, error) { return actor.Sent{}, err }
 			calls := []struct {
-				name  string
-				call  func(opts ...actor.SendOption) error
-				count func() int
+				name    string
+				call    func(id string) (actor.Sent, error)
+				reports bool
+				count   func() int
 			}{
-				{"Send", func(o ...actor.SendOption) error { return sys.Send(ctx, pid, "x", o...) }, depth},
-				{"SendOn", func(o ...actor.SendOption) error { return sys.SendOn(ctx, "direct", pid, "x", o...) }, depth},
-				{"Publish", func(o ...actor.SendOption) error { return second(sys.Publish(ctx, "queue", "x", o...)) }, queued},
-				{"PublishWith", func(o ...actor.SendOption) error {
-					return second(sys.PublishWith(ctx, "queue", "x", map[string]string{"k": "v"}, o...))
-				}, queued},
+				{"Send", func(id string) (actor.Sent, error) {
+					return plain(sys.Send(ctx, pid, "x", actor.WithMessageID(id)))
+				}, false, depth},
+				{"SendOn", func(id string) (actor.Sent, error) {
+					return plain(sys.SendOn(ctx, "direct", pid, "x", actor.WithMessageID(id)))
+				}, false, depth},
+				{"Publish", func(id string) (actor.Sent, error) {
+					return plain(second(sys.Publish(ctx, "queue", "x", actor.WithMessageID(id))))
+				}, false, queued},
+				{"PublishWith", func(id string) (actor.Sent, error) {
+					return plain(second(sys.PublishWith(ctx, "queue", "x", map[string]string{"k": "v"}, actor.WithMessageID(id))))
+				}, false, queued},
+				{"Deliver to a PID", func(id string) (actor.Sent, error) {
+					return sys.Deliver(ctx, actor.Outgoing{Target: pid, Message: "x", ID: id})
+				}, true, depth},
+				{"Deliver on a direct channel", func(id string) (actor.Sent, error) {
+					return sys.Deliver(ctx, actor.Outgoing{Channel: "direct", Target: pid, Message: "x", ID: id})
+				}, true, depth},
+				{"Deliver on a channel", func(id string) (actor.Sent, error) {
+					return sys.Deliver(ctx, actor.Outgoing{Channel: "queue", Message: "x", Metadata: map[string]string{"k": "v"}, ID: id})
+				}, true, queued},
 			}
 			for _, c := range calls {
 				id := "id-" + c.name
 				n := c.count()
 				for try, wantDup := range []bool{false, true, true} {
-					dup := !wantDup
-					if err := c.call(actor.WithMessageID(id), actor.Duplicate(&dup)); err != nil {
+					r, err := c.call(id)
+					if err != nil {
 						t.Fatalf("%s #%d: %v", c.name, try, err)
 					}
-					if dup != wantDup {
-						t.Fatalf("%s #%d: Duplicate = %v; want %v", c.name, try, dup, wantDup)
+					if c.reports && (r.Duplicate != wantDup || r.ID != id) {
+						t.Fatalf("%s #%d: %+v; want ID %s, Duplicate %v", c.name, try, r, id, wantDup)
 					}
 				}
 				if got := c.count(); got != n+1 {
 					t.Fatalf("%s with one ID three times delivered %d messages; want 1", c.name, got-n)
 				}
+				// An empty ID is no ID: a fresh one each time, no dedupe.
 				n = c.count()
+				var ids []string
 				for i := 0; i < 2; i++ {
-					if err := c.call(); err != nil {
+					r, err := c.call("")
+					if err != nil {
 						t.Fatal(err)
 					}
+					if c.reports && (r.Duplicate || r.ID == "") {
+						t.Fatalf("%s without an ID: %+v", c.name, r)
+					}
+					ids = append(ids, r.ID)
+				}
+				if c.reports && ids[0] == ids[1] {
+					t.Fatalf("%s without an ID twice used the ID %s twice", c.name, ids[0])
 				}
 				if got := c.count(); got != n+2 {
 					t.Fatalf("%s without an ID twice delivered %d messages; want 2", c.name, got-n)
 				}
 			}
 			// The ID space is shared: a Publish cannot reuse a Send's ID.
-			var dup bool
-			if id, err := sys.Publish(ctx, "queue", "x", actor.WithMessageID("id-Send"), actor.Duplicate(&dup)); err != nil || !dup || id != "id-Send" {
-				t.Fatalf("Publish with a Send's ID = %q, %v, duplicate %v", id, err, dup)
-			}
-			// An empty ID is no ID: no dedupe.
-			n := depth()
-			for i := 0; i < 2; i++ {
-				dup := true
-				if err := sys.Send(ctx, pid, "x", actor.WithMessageID(""), actor.Duplicate(&dup)); err != nil || dup {
-					t.Fatalf("Send with an empty ID = %v, duplicate %v", err, dup)
-				}
-			}
-			if got := depth(); got != n+2 {
-				t.Fatalf("two Sends with an empty ID delivered %d messages; want 2", got-n)
+			if r, err := sys.Deliver(ctx, actor.Outgoing{Channel: "queue", Message: "x", ID: "id-Send"}); err != nil || !r.Duplicate || r.ID != "id-Send" {
+				t.Fatalf("Deliver on a channel with a Send's ID = %+v, %v", r, err)
 			}
 
 			// Racing retries: exactly one delivers.
-			n = depth()
+			n := depth()
 			var wg sync.WaitGroup
 			var fresh atomic.Int64
 			for i := 0; i < 16; i++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					var dup bool
-					if err := sys.Send(ctx, pid, "r", actor.WithMessageID("racing"), actor.Duplicate(&dup)); err != nil {
+					r, err := sys.Deliver(ctx, actor.Outgoing{Target: pid, Message: "r", ID: "racing"})
+					if err != nil {
 						t.Error(err)
-					} else if !dup {
+					} else if !r.Duplicate {
 						fresh.Add(1)
 					}
 				}()

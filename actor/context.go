@@ -111,9 +111,8 @@ func (c *Context) timer(dueFn func(time.Time) time.Time) *Future[struct{}] {
 type SendOption func(*sendConfig)
 
 type sendConfig struct {
-	id        string
-	metadata  map[string]string
-	duplicate *bool
+	id       string
+	metadata map[string]string
 }
 
 // WithMetadata attaches metadata to a message.

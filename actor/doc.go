@@ -26,4 +26,8 @@
 //	defer sys.Stop(ctx)
 //	pid, err := actor.Spawn(ctx, sys, orderFlow, order, actor.WithID("order-42"))
 //	receipt, err := actor.Await(ctx, sys, orderFlow, pid)
+//
+// The types the System reports (PID, Status, Mode, Instance, HistoryEvent,
+// EventKind, Timer, Subscription) are package norntype's, re-exported here;
+// tools that only read them can import norntype alone.
 package actor

@@ -55,7 +55,7 @@ func TestFencedStepsReportNothing(t *testing.T) {
 	cases := []struct {
 		name  string
 		hook  actor.HookKind
-		event string
+		event actor.EventKind
 		wf    func(ctx *actor.Context, n int) (int, error)
 		send  bool
 		hit   func(persistence.Step) bool
@@ -74,7 +74,7 @@ func TestFencedStepsReportNothing(t *testing.T) {
 				_, err := failing.Run(ctx, n)
 				return n, err
 			}, false,
-			func(s persistence.Step) bool { return hasKind(s, actor.EventActivity) }},
+			func(s persistence.Step) bool { return hasKind(s, string(actor.EventActivity)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

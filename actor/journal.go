@@ -8,38 +8,41 @@ import (
 
 	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/norntype"
 	"github.com/nornlabs/norn/persistence"
 )
 
 // EventKind names an entry of an instance's history.
-type EventKind = string
+type EventKind = norntype.EventKind
 
-// History event kinds.
+// History event kinds: norntype's, as untyped constants, so that they
+// compare with HistoryEvent.Kind and with the store's Event.Kind alike
+// (TestEventKindsMatchNorntype keeps the two lists equal).
 const (
-	EventStarted        EventKind = "started"         // the run's input; Ref names the codec
-	EventActivity       EventKind = "activity"        // an activity's result or failure (Ref: call ID)
-	EventActivityRetry  EventKind = "activity_retry"  // a failed attempt and the wait before the next
-	EventNow            EventKind = "now"             // ctx.Now
-	EventTimer          EventKind = "timer"           // a timer set (Name: timer ID, payload: due time)
-	EventTimerFired     EventKind = "timer_fired"     // that timer fired
-	EventReceived       EventKind = "received"        // a consumed message (Name: receive ID)
-	EventReceiveWait    EventKind = "receive_wait"    // a receive with a timeout started waiting
-	EventReceiveTimeout EventKind = "receive_timeout" // that receive timed out
-	EventSent           EventKind = "sent"            // ctx.Send / SendOn (Name: target)
-	EventPublished      EventKind = "published"       // ctx.Publish (Name: channel)
-	EventSubscribed     EventKind = "subscribed"
-	EventUnsubscribed   EventKind = "unsubscribed"
-	EventCompensating   EventKind = "compensating" // the saga started undoing
-	EventCompensation   EventKind = "compensation" // one compensation ran
-	EventChildSpawned   EventKind = "child_spawned"
-	EventLinkedExit     EventKind = "linked_exit" // a linked child's failure ended this instance
-	EventMonitor        EventKind = "monitor"
-	EventCancelSent     EventKind = "cancel_sent"
-	EventCancelObserved EventKind = "cancel_observed" // the workflow saw its cancel request here
-	EventVersion        EventKind = "version"         // ctx.Version's marker
-	EventCompleted      EventKind = "completed"
-	EventFailed         EventKind = "failed"
-	EventCancelled      EventKind = "cancelled"
+	EventStarted        = "started"         // the run's input; Ref names the codec
+	EventActivity       = "activity"        // an activity's result or failure (Ref: call ID)
+	EventActivityRetry  = "activity_retry"  // a failed attempt and the wait before the next
+	EventNow            = "now"             // ctx.Now
+	EventTimer          = "timer"           // a timer set (Name: timer ID, payload: due time)
+	EventTimerFired     = "timer_fired"     // that timer fired
+	EventReceived       = "received"        // a consumed message (Name: receive ID)
+	EventReceiveWait    = "receive_wait"    // a receive with a timeout started waiting
+	EventReceiveTimeout = "receive_timeout" // that receive timed out
+	EventSent           = "sent"            // ctx.Send / SendOn (Name: target)
+	EventPublished      = "published"       // ctx.Publish (Name: channel)
+	EventSubscribed     = "subscribed"
+	EventUnsubscribed   = "unsubscribed"
+	EventCompensating   = "compensating" // the saga started undoing
+	EventCompensation   = "compensation" // one compensation ran
+	EventChildSpawned   = "child_spawned"
+	EventLinkedExit     = "linked_exit" // a linked child's failure ended this instance
+	EventMonitor        = "monitor"
+	EventCancelSent     = "cancel_sent"
+	EventCancelObserved = "cancel_observed" // the workflow saw its cancel request here
+	EventVersion        = "version"         // ctx.Version's marker
+	EventCompleted      = "completed"
+	EventFailed         = "failed"
+	EventCancelled      = "cancelled"
 )
 
 // command is one durable call that does not answer at once: an activity, a

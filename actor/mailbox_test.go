@@ -924,7 +924,7 @@ func receivedRefs(h []actor.HistoryEvent) []string {
 	return out
 }
 
-func countKind(h []actor.HistoryEvent, kind string) int {
+func countKind(h []actor.HistoryEvent, kind actor.EventKind) int {
 	n := 0
 	for _, e := range h {
 		if e.Kind == kind {

@@ -8,7 +8,7 @@ import (
 
 // EventEmitted is the history kind of an outgoing event recorded in the
 // outbox (Context.EmitEvent).
-const EventEmitted EventKind = "emitted"
+const EventEmitted = "emitted"
 
 // EmitEvent records an outgoing event in the outbox, in the transaction of
 // the step it belongs to: a step that fails emits nothing, a committed one

@@ -342,7 +342,7 @@ func TestPrefetchedReceiveSeesLinkedFailure(t *testing.T) {
 	}
 	jobs := 0
 	for _, e := range info.History {
-		if e.Kind == string(actor.EventReceived) && strings.Contains(string(e.Payload), `"Channel":"jobs"`) {
+		if e.Kind == actor.EventReceived && strings.Contains(string(e.Payload), `"Channel":"jobs"`) {
 			jobs++
 		}
 	}

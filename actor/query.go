@@ -229,27 +229,6 @@ func (s *System) Subscriptions(ctx context.Context, pid PID) ([]Subscription, er
 	return out, nil
 }
 
-// Timer kinds (Timer.Kind).
-const (
-	// TimerSleep: Context.Sleep, SleepUntil or Timer.
-	TimerSleep = "sleep"
-	// TimerReceive: the Timeout of a Receive.
-	TimerReceive = "receive"
-	// TimerRetry: an activity waiting out its retry back-off.
-	TimerRetry = "retry"
-)
-
-// Timer is a pending durable timer of an instance.
-type Timer struct {
-	ID string
-	// Kind is TimerSleep, TimerReceive or TimerRetry.
-	Kind string
-	// Name is the call the timer belongs to, as history names it: the
-	// sleep or receive ("sleep:2"), or the activity call ("charge:1").
-	Name string
-	Due  time.Time
-}
-
 // Timers lists the instance's pending timers, earliest first.
 func (s *System) Timers(ctx context.Context, pid PID) ([]Timer, error) {
 	ts, err := s.store.Timers(ctx, string(pid))

@@ -41,8 +41,8 @@ func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...
 	s.cfg.PassivateAfter = time.Hour
 	hist := make([]persistence.Event, len(history))
 	for i, e := range history {
-		hist[i] = persistence.Event{Seq: e.Seq, Kind: e.Kind, Name: e.Name, Ref: e.Ref, Payload: e.Payload,
-			Error: e.raw, Digest: e.Digest, At: e.At}
+		hist[i] = persistence.Event{Seq: e.Seq, Kind: string(e.Kind), Name: e.Name, Ref: e.Ref, Payload: e.Payload,
+			Error: e.ErrorRecord, Digest: e.Digest, At: e.At}
 	}
 	if len(hist) > 0 && hist[0].Kind == EventStarted && hist[0].Name != wf.Name() {
 		return fmt.Errorf("%w: history is of workflow %q, not %q", ErrInvalidInput, hist[0].Name, wf.Name())

@@ -84,7 +84,7 @@ func TestSagaCompensatesInReverse(t *testing.T) {
 	info, _ := sys.Inspect(ctx, pid)
 	var kinds []string
 	for _, e := range info.History[3:] {
-		kinds = append(kinds, e.Kind+":"+e.Ref)
+		kinds = append(kinds, string(e.Kind)+":"+e.Ref)
 	}
 	if fmt.Sprint(kinds) != "[activity:car:1 compensating: compensation:hotel:1 compensation:flight:1 failed:]" {
 		t.Fatalf("history tail = %v", kinds)

@@ -681,9 +681,9 @@ func kindsOf(h []actor.HistoryEvent) string {
 	var w []string
 	for _, e := range h {
 		if e.Name != "" {
-			w = append(w, e.Kind+":"+e.Name)
+			w = append(w, string(e.Kind)+":"+e.Name)
 		} else {
-			w = append(w, e.Kind)
+			w = append(w, string(e.Kind))
 		}
 	}
 	return strings.Join(w, " ")
@@ -692,7 +692,7 @@ func kindsOf(h []actor.HistoryEvent) string {
 func storedHistory(h []persistence.Event) []actor.HistoryEvent {
 	out := make([]actor.HistoryEvent, len(h))
 	for i, e := range h {
-		out[i] = actor.HistoryEvent{Seq: e.Seq, Kind: e.Kind, Name: e.Name, Ref: e.Ref, Payload: e.Payload, At: e.At}
+		out[i] = actor.HistoryEvent{Seq: e.Seq, Kind: actor.EventKind(e.Kind), Name: e.Name, Ref: e.Ref, Payload: e.Payload, At: e.At}
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // listPageSize is how many instances bulk operations read per page (the
@@ -79,7 +80,7 @@ Exits 1 if some cancel failed, else 3 if some ID does not exist, else 0.`,
 					return err
 				}
 				if len(q.Statuses) == 0 {
-					q.Statuses = []actor.Status{actor.StatusRunning, actor.StatusWaiting, actor.StatusCompensating}
+					q.Statuses = []norntype.Status{norntype.StatusRunning, norntype.StatusWaiting, norntype.StatusCompensating}
 				}
 				return e.withClient("cancel", func(c *client) error {
 					ids := args
@@ -98,7 +99,7 @@ Exits 1 if some cancel failed, else 3 if some ID does not exist, else 0.`,
 							bar.finish()
 							return e.ctx.Err()
 						}
-						err := c.sys.Cancel(e.ctx, actor.PID(id), *reason)
+						err := c.sys.Cancel(e.ctx, norntype.PID(id), *reason)
 						switch {
 						case err == nil:
 							res.Cancelled = append(res.Cancelled, id)

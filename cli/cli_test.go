@@ -259,6 +259,19 @@ func commands(t *testing.T, url string) {
 		if i < 0 || stats[i].Waiting != 3 {
 			t.Errorf("jobs after publish: %+v", stats)
 		}
+		// With an ID, a second publish delivers nothing and says so.
+		for i, want := range []string{"sent message job-10 to channel jobs\n", "not sent: message job-10 was delivered to channel jobs before\n"} {
+			if r := norn(t, env, "publish", "jobs", `{"job": 10}`, "--id", "job-10").ok(t); r.stdout != want {
+				t.Errorf("publish #%d printed %q; want %q", i, r.stdout, want)
+			}
+		}
+		stats, err = st.ChannelStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(stats, func(c persistence.ChannelStat) bool { return c.Channel == "jobs" }); i < 0 || stats[i].Waiting != 4 {
+			t.Errorf("jobs after publishing one ID twice: %+v", stats)
+		}
 	})
 
 	t.Run("cancel", func(t *testing.T) {
@@ -368,6 +381,7 @@ func TestExitCodes(t *testing.T) {
 		{"mailbox not found", env, []string{"mailbox", "nope"}, cli.ExitNotFound, "instance not found"},
 		{"timers not found", env, []string{"timers", "nope"}, cli.ExitNotFound, "instance not found"},
 		{"send not found", env, []string{"send", "nope", "{}"}, cli.ExitNotFound, "instance not found"},
+		{"send without an ID", env, []string{"send", "", "jobs", "{}"}, cli.ExitUsage, "send needs an instance ID"},
 		{"cancel not found", env, []string{"cancel", "nope"}, cli.ExitNotFound, "not found"},
 		{"no command", env, nil, cli.ExitUsage, "no command"},
 		{"unknown command", env, []string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // instanceJSON is an instance in --json output.
@@ -28,18 +29,18 @@ type instanceJSON struct {
 	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
 }
 
-func toInstanceJSON(in actor.Instance) instanceJSON {
+func toInstanceJSON(in norntype.Instance) instanceJSON {
 	return instanceJSON{ID: in.ID, Workflow: in.Workflow, Status: string(in.Status), Run: in.Run, Restarts: in.Restarts,
 		HistoryLen: in.HistoryLen, Parent: in.Parent, Node: in.Node, CancelReason: in.CancelReason, Error: in.Error,
 		Input: payload(in.Input), Output: payload(in.Output), CreatedAt: optTime(in.CreatedAt), UpdatedAt: optTime(in.UpdatedAt)}
 }
 
 // oneID checks that args is exactly one instance ID.
-func oneID(cmd string, args []string) (actor.PID, error) {
+func oneID(cmd string, args []string) (norntype.PID, error) {
 	if len(args) != 1 || args[0] == "" {
 		return "", usagef(cmd, "%s takes one instance ID", cmd)
 	}
-	return actor.PID(args[0]), nil
+	return norntype.PID(args[0]), nil
 }
 
 func showCommand() *command {
@@ -92,7 +93,7 @@ type subscriptionJSON struct {
 	Mode    string `json:"mode"`
 }
 
-func (e *env) printInstance(info actor.InstanceInfo, timers []actor.Timer, children actor.InstancePage) error {
+func (e *env) printInstance(info actor.InstanceInfo, timers []norntype.Timer, children actor.InstancePage) error {
 	subs := make([]subscriptionJSON, 0, len(info.Subscriptions))
 	var names []string
 	for _, s := range info.Subscriptions {
@@ -165,7 +166,7 @@ else the recorded value, cut short unless --full is given.`,
 					return usagef("history", "--limit must not be negative")
 				}
 				return e.withClient("history", func(c *client) error {
-					var page []actor.HistoryEvent
+					var page []norntype.HistoryEvent
 					for from := *after; *limit == 0 || len(page) < *limit; {
 						n := historyPageSize
 						if *limit > 0 {
@@ -202,11 +203,11 @@ type eventJSON struct {
 	At      time.Time `json:"at"`
 }
 
-func (e *env) printHistory(hist []actor.HistoryEvent, full bool) error {
+func (e *env) printHistory(hist []norntype.HistoryEvent, full bool) error {
 	if e.json {
 		out := make([]eventJSON, len(hist))
 		for i, h := range hist {
-			out[i] = eventJSON{Seq: h.Seq, Kind: h.Kind, Name: h.Name, Ref: h.Ref, Payload: payload(h.Payload), Error: h.Error,
+			out[i] = eventJSON{Seq: h.Seq, Kind: string(h.Kind), Name: h.Name, Ref: h.Ref, Payload: payload(h.Payload), Error: h.Error,
 				Digest: h.Digest, At: h.At.UTC()}
 		}
 		return e.writeJSON(out)
@@ -221,7 +222,7 @@ func (e *env) printHistory(hist []actor.HistoryEvent, full bool) error {
 		if h.Error != "" {
 			detail = "error: " + h.Error
 		}
-		t.row(strconv.FormatInt(h.Seq, 10), h.Kind, h.Name, h.Ref, fmtTime(h.At), detail)
+		t.row(strconv.FormatInt(h.Seq, 10), string(h.Kind), h.Name, h.Ref, fmtTime(h.At), detail)
 	}
 	return t.flush()
 }

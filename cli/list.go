@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // listFlags are the instance filters shared by ls, cancel and replay.
@@ -45,8 +46,8 @@ func (f *listFlags) query(cmd string, now time.Time) (actor.ListQuery, error) {
 	}
 	if f.status != "" {
 		for _, s := range strings.Split(f.status, ",") {
-			st := actor.Status(strings.TrimSpace(s))
-			if !validStatus(st) {
+			st := norntype.Status(strings.TrimSpace(s))
+			if !st.Valid() {
 				return q, usagef(cmd, "unknown status %q (want %s)", s, strings.Join(statusNames(), ", "))
 			}
 			q.Statuses = append(q.Statuses, st)
@@ -71,27 +72,14 @@ func (f *listFlags) query(cmd string, now time.Time) (actor.ListQuery, error) {
 	return q, nil
 }
 
-// allStatuses lists every instance status, live ones first.
-func allStatuses() []actor.Status {
-	return []actor.Status{actor.StatusRunning, actor.StatusWaiting, actor.StatusCompensating,
-		actor.StatusCompleted, actor.StatusFailed, actor.StatusCancelled}
-}
-
+// statusNames lists every instance status, live ones first.
 func statusNames() []string {
-	out := make([]string, len(allStatuses()))
-	for i, s := range allStatuses() {
+	all := norntype.Statuses()
+	out := make([]string, len(all))
+	for i, s := range all {
 		out[i] = string(s)
 	}
 	return out
-}
-
-func validStatus(s actor.Status) bool {
-	for _, v := range allStatuses() {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // parseWhen reads a point in time: a duration before now, a date, or an
@@ -166,7 +154,7 @@ indexes; --updated-* and --input are checked on the instances those select.`,
 				}
 				q.Limit, q.PageToken = *limit, *page
 				return e.withClient("ls", func(c *client) error {
-					var insts []actor.Instance
+					var insts []norntype.Instance
 					for {
 						p, err := c.sys.List(e.ctx, q)
 						if errors.Is(err, actor.ErrPageToken) {
@@ -188,7 +176,7 @@ indexes; --updated-* and --input are checked on the instances those select.`,
 	}
 }
 
-func (e *env) printList(insts []actor.Instance, next string) error {
+func (e *env) printList(insts []norntype.Instance, next string) error {
 	if e.json {
 		out := struct {
 			Instances []instanceJSON `json:"instances"`

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // typedJSON is a message given as JSON text and stored under a chosen type
@@ -125,21 +126,21 @@ Exits 3 if there is no such instance, 1 if it has ended.`,
 				default:
 					return usagef("send", "send takes ID [CHANNEL] JSON")
 				}
+				if pid == "" {
+					return usagef("send", "send needs an instance ID")
+				}
 				data, err := e.readJSON("send", arg)
 				if err != nil {
 					return err
 				}
 				return e.withClient("send", func(c *client) error {
 					s := sentJSON{MessageID: mf.messageID(), Instance: pid, Channel: channel}
-					opts := []actor.SendOption{actor.WithMessageID(s.MessageID), actor.Duplicate(&s.Duplicate)}
-					if channel == "" {
-						err = c.sys.Send(e.ctx, actor.PID(pid), message(data, mf.typ), opts...)
-					} else {
-						err = c.sys.SendOn(e.ctx, channel, actor.PID(pid), message(data, mf.typ), opts...)
-					}
+					r, err := c.sys.Deliver(e.ctx, actor.Outgoing{Channel: channel, Target: norntype.PID(pid),
+						Message: message(data, mf.typ), ID: s.MessageID})
 					if err != nil {
 						return fmt.Errorf("send to %s: %w", pid, err)
 					}
+					s.Duplicate = r.Duplicate
 					return e.printSent(s)
 				})
 			}
@@ -165,11 +166,12 @@ channel's queue for a competing consumer.`,
 				}
 				return e.withClient("publish", func(c *client) error {
 					s := sentJSON{MessageID: mf.messageID(), Channel: args[0]}
-					_, err := c.sys.PublishWith(e.ctx, args[0], message(data, mf.typ), mf.meta,
-						actor.WithMessageID(s.MessageID), actor.Duplicate(&s.Duplicate))
+					r, err := c.sys.Deliver(e.ctx, actor.Outgoing{Channel: args[0], Message: message(data, mf.typ),
+						Metadata: mf.meta, ID: s.MessageID})
 					if err != nil {
 						return fmt.Errorf("publish on %s: %w", args[0], err)
 					}
+					s.Duplicate = r.Duplicate
 					return e.printSent(s)
 				})
 			}

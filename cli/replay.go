@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 type replayJSON struct {
@@ -67,7 +68,7 @@ could not be read.`,
 					return err
 				}
 				if len(q.Statuses) == 0 {
-					q.Statuses = []actor.Status{actor.StatusRunning, actor.StatusWaiting, actor.StatusCompensating}
+					q.Statuses = []norntype.Status{norntype.StatusRunning, norntype.StatusWaiting, norntype.StatusCompensating}
 				}
 				defs := map[string]actor.Definition{}
 				for _, d := range e.opts.Workflows {
@@ -117,7 +118,7 @@ could not be read.`,
 
 func (e *env) replayOne(c *client, defs map[string]actor.Definition, id string) replayJSON {
 	r := replayJSON{ID: id}
-	info, err := c.sys.Inspect(e.ctx, actor.PID(id))
+	info, err := c.sys.Inspect(e.ctx, norntype.PID(id))
 	if err != nil {
 		r.Result, r.Detail, r.notFound = "error", err.Error(), errors.Is(err, actor.ErrNotFound)
 		return r

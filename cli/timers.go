@@ -4,7 +4,7 @@ import (
 	"flag"
 	"time"
 
-	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 func timersCommand() *command {
@@ -39,11 +39,11 @@ type timerJSON struct {
 	Due  time.Time `json:"due"`
 }
 
-func toTimerJSON(t actor.Timer) timerJSON {
+func toTimerJSON(t norntype.Timer) timerJSON {
 	return timerJSON{ID: t.ID, Kind: t.Kind, Name: t.Name, Due: t.Due.UTC()}
 }
 
-func (e *env) printTimers(ts []actor.Timer) error {
+func (e *env) printTimers(ts []norntype.Timer) error {
 	if e.json {
 		out := make([]timerJSON, len(ts))
 		for i, t := range ts {

@@ -4,27 +4,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nornlabs/norn/norntype"
 	"github.com/nornlabs/norn/persistence"
 )
 
-// PID is the durable address of a workflow instance: its instance ID. It
-// stays valid across crashes, restarts and moves between nodes.
-type PID string
+// PID is the durable address of a workflow instance (norntype.PID).
+type PID = norntype.PID
 
-// String returns the instance ID.
-func (p PID) String() string { return string(p) }
-
-// Mode is how a channel hands out its messages.
-type Mode = persistence.Mode
+// Mode is how a channel hands out its messages (norntype.Mode).
+type Mode = norntype.Mode
 
 // Channel modes.
 const (
 	// Broadcast: every subscriber gets every message published after it subscribed.
-	Broadcast = persistence.Broadcast
+	Broadcast = norntype.Broadcast
 	// Competing: each message is consumed by exactly one subscriber.
-	Competing = persistence.Competing
+	Competing = norntype.Competing
 	// Direct: messages on the channel are addressed to one PID.
-	Direct = persistence.Direct
+	Direct = norntype.Direct
 )
 
 // Message is a message as a receiver sees it.

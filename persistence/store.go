@@ -5,46 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nornlabs/norn/norntype"
 )
 
-// Status is the lifecycle state of an instance.
-type Status string
+// Status is the lifecycle state of an instance (norntype.Status).
+type Status = norntype.Status
 
 // Instance statuses. Running covers both executing and parked activations;
 // Waiting means passivated: no activation holds it, and only mail, a timer or
 // a cancel request brings it back.
 const (
-	StatusRunning      Status = "running"
-	StatusWaiting      Status = "waiting"
-	StatusCompensating Status = "compensating"
-	StatusCompleted    Status = "completed"
-	StatusFailed       Status = "failed"
-	StatusCancelled    Status = "cancelled"
+	StatusRunning      = norntype.StatusRunning
+	StatusWaiting      = norntype.StatusWaiting
+	StatusCompensating = norntype.StatusCompensating
+	StatusCompleted    = norntype.StatusCompleted
+	StatusFailed       = norntype.StatusFailed
+	StatusCancelled    = norntype.StatusCancelled
 )
 
-// Terminal reports whether an instance in this status has ended for good.
-func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
-}
-
-// Mode is how a channel hands its messages to subscribers.
-type Mode string
+// Mode is how a channel hands its messages to subscribers (norntype.Mode).
+type Mode = norntype.Mode
 
 // Channel modes.
 const (
 	// Broadcast: every subscriber gets its own copy of every message published
 	// after it subscribed.
-	Broadcast Mode = "broadcast"
+	Broadcast = norntype.Broadcast
 	// Competing: each message is consumed by exactly one subscriber; messages
 	// wait in the channel's queue until some subscriber takes them or they
 	// are pruned (see Store.PruneQueue).
-	Competing Mode = "competing"
+	Competing = norntype.Competing
 	// Direct: messages are addressed to one instance on the channel.
-	Direct Mode = "direct"
+	Direct = norntype.Direct
 )
-
-// Valid reports whether m is one of the known modes.
-func (m Mode) Valid() bool { return m == Broadcast || m == Competing || m == Direct }
 
 // Errors that callers branch on. Drivers return them (possibly wrapped) so
 // that errors.Is works.
@@ -428,9 +422,7 @@ const (
 )
 
 // Statuses lists every instance status, live ones first.
-func Statuses() []Status {
-	return []Status{StatusRunning, StatusWaiting, StatusCompensating, StatusCompleted, StatusFailed, StatusCancelled}
-}
+func Statuses() []Status { return norntype.Statuses() }
 
 // ChannelStat summarises one channel.
 type ChannelStat struct {

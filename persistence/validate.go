@@ -134,15 +134,6 @@ func (v *validator) fail(list string, i int, name, reason string) {
 // validText reports whether s is valid UTF-8 without NUL bytes.
 func validText(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
 
-// Valid reports whether s is one of the known statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusRunning, StatusWaiting, StatusCompensating, StatusCompleted, StatusFailed, StatusCancelled:
-		return true
-	}
-	return false
-}
-
 // Validate checks every text field of the step against the limits above, and
 // the fields that must be set or must name a known value. It returns the
 // first violation as an *InvalidError. Drivers call it before anything else

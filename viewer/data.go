@@ -3,7 +3,7 @@ package viewer
 import (
 	"context"
 
-	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // How much of a history one page shows: the first and last events of the
@@ -17,7 +17,7 @@ const (
 
 // window is the part of a run's history a page shows.
 type window struct {
-	head, tail []actor.HistoryEvent
+	head, tail []norntype.HistoryEvent
 	gap        int64 // events between head and tail not loaded
 	next       int64 // seq to continue after ("more"), -1 if none
 }
@@ -61,6 +61,6 @@ func (h *handler) history(ctx context.Context, id string, length int64, after in
 
 // historyPage reads up to limit events of id's current run after seq
 // after (-1: from the start).
-func (h *handler) historyPage(ctx context.Context, id string, after int64, limit int) ([]actor.HistoryEvent, error) {
-	return h.sys.HistoryPage(ctx, actor.PID(id), after, limit)
+func (h *handler) historyPage(ctx context.Context, id string, after int64, limit int) ([]norntype.HistoryEvent, error) {
+	return h.sys.HistoryPage(ctx, norntype.PID(id), after, limit)
 }

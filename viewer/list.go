@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // allStatuses are the filter's check boxes, in lifecycle order.
 var allStatuses = []string{
-	string(actor.StatusRunning), string(actor.StatusWaiting), string(actor.StatusCompensating),
-	string(actor.StatusCompleted), string(actor.StatusFailed), string(actor.StatusCancelled),
+	string(norntype.StatusRunning), string(norntype.StatusWaiting), string(norntype.StatusCompensating),
+	string(norntype.StatusCompleted), string(norntype.StatusFailed), string(norntype.StatusCancelled),
 }
 
 // listData is the instance list.
@@ -38,7 +39,7 @@ type listData struct {
 
 type listRow struct {
 	ID, URL, Workflow, Parent, ParentURL, Error string
-	Status                                      actor.Status
+	Status                                      norntype.Status
 	Created, Updated                            time.Time
 }
 
@@ -210,7 +211,7 @@ func (h *handler) listURL(f filter, tok string) string {
 	return h.base + "/?" + q.Encode()
 }
 
-func (h *handler) row(in actor.Instance) listRow {
+func (h *handler) row(in norntype.Instance) listRow {
 	r := listRow{ID: in.ID, URL: h.instanceURL(in.ID), Workflow: in.Workflow, Status: in.Status,
 		Parent: in.Parent, Error: in.Error, Created: in.CreatedAt, Updated: in.UpdatedAt}
 	if in.Parent != "" {
@@ -227,7 +228,7 @@ func (h *handler) listInstances(ctx context.Context, f filter) ([]listRow, strin
 	q := actor.ListQuery{Workflow: f.workflow, Parent: f.parent, Input: f.input, Limit: listPage, PageToken: f.token,
 		CreatedAfter: f.ca, CreatedBefore: f.cb, UpdatedBefore: f.ub}
 	for _, s := range f.statuses {
-		q.Statuses = append(q.Statuses, actor.Status(s))
+		q.Statuses = append(q.Statuses, norntype.Status(s))
 	}
 	page, err := h.sys.List(ctx, q)
 	if err != nil {

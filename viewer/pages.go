@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // instanceData is the instance page.
 type instanceData struct {
 	pageData
-	Inst       actor.Instance
+	Inst       norntype.Instance
 	Input      string
 	Output     string
 	Failure    string
@@ -30,7 +31,7 @@ type instanceData struct {
 	Paged      bool   // showing a page after "more"
 	Mailbox    []mailRow
 	MailMore   bool
-	Subs       []actor.Subscription
+	Subs       []norntype.Subscription
 	Timers     []timerRow
 	Children   []childRow
 	// ChildrenURL lists all children when the page shows only the first.
@@ -55,7 +56,7 @@ type timerRow struct {
 
 type childRow struct {
 	ID, URL, Workflow string
-	Status            actor.Status
+	Status            norntype.Status
 }
 
 func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +74,7 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	pid := actor.PID(id)
+	pid := norntype.PID(id)
 	inst, err := h.sys.Instance(ctx, pid)
 	if errors.Is(err, actor.ErrNotFound) {
 		h.notFoundInstance(w, r, id)
@@ -122,9 +123,9 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 // it waits for now.
 func (h *handler) waitSteps(d *instanceData) []step {
 	switch d.Inst.Status {
-	case actor.StatusCompleted:
+	case norntype.StatusCompleted:
 		return nil
-	case actor.StatusFailed, actor.StatusCancelled:
+	case norntype.StatusFailed, norntype.StatusCancelled:
 		return nil
 	}
 	if d.Inst.CancelReason != "" {
@@ -139,7 +140,7 @@ func (h *handler) waitSteps(d *instanceData) []step {
 	}
 	if len(out) == 0 {
 		text := "running"
-		if d.Inst.Status == actor.StatusWaiting {
+		if d.Inst.Status == norntype.StatusWaiting {
 			text = "waits for a message"
 		}
 		out = append(out, step{Class: "other", Text: text, Seq: -1, Wait: true})
@@ -160,7 +161,7 @@ const childrenShown = 20
 
 // loadSide reads what the page shows beside the timeline: mailbox,
 // subscriptions, pending timers and children.
-func (h *handler) loadSide(ctx context.Context, pid actor.PID, d *instanceData) error {
+func (h *handler) loadSide(ctx context.Context, pid norntype.PID, d *instanceData) error {
 	msgs, err := h.sys.Mailbox(ctx, pid, mailShown+1)
 	if err != nil {
 		return err
@@ -186,11 +187,11 @@ func (h *handler) loadSide(ctx context.Context, pid actor.PID, d *instanceData) 
 	for _, t := range timers {
 		what := t.Kind
 		switch t.Kind {
-		case actor.TimerSleep:
+		case norntype.TimerSleep:
 			what = "sleep"
-		case actor.TimerReceive:
+		case norntype.TimerReceive:
 			what = "receive timeout"
-		case actor.TimerRetry:
+		case norntype.TimerRetry:
 			what = "next attempt of " + t.Name
 		}
 		d.Timers = append(d.Timers, timerRow{ID: t.ID, What: what, Due: t.Due})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // item is one row of the timeline, built from one history event.
@@ -58,7 +59,7 @@ type receivedMessage struct {
 // rows. start is when the run started (zero if unknown). It pairs what the
 // window holds: activity results with their failed attempts, fired timers
 // with their due times.
-func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item {
+func (h *handler) timeline(events []norntype.HistoryEvent, start time.Time) []item {
 	retries := map[string][]retryRecord{} // activity call ID → failed attempts so far
 	timerDue := map[string]time.Time{}    // timer or receive ID → due
 	out := make([]item, 0, len(events))
@@ -67,15 +68,15 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 		if i == 0 && start.IsZero() {
 			start = e.At
 		}
-		it := item{Seq: e.Seq, At: e.At, Name: e.Name, Error: e.Error, Class: "other", Label: e.Kind}
+		it := item{Seq: e.Seq, At: e.At, Name: e.Name, Error: e.Error, Class: "other", Label: string(e.Kind)}
 		if !start.IsZero() {
 			it.Offset = "+" + fmtDuration(e.At.Sub(start))
 		}
 		switch e.Kind {
-		case actor.EventStarted:
+		case norntype.EventStarted:
 			it.Class, it.Label, it.Payload = "start", "started", pretty(e.Payload)
 			it.Detail = "input " + short(e.Payload, 80)
-		case actor.EventActivity:
+		case norntype.EventActivity:
 			it.Class, it.Label = "activity", "activity"
 			rs := retries[e.Ref]
 			it.Attempts = len(rs) + 1
@@ -98,7 +99,7 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 				it.Detail = "result " + short(e.Payload, 80)
 			}
 			delete(retries, e.Ref)
-		case actor.EventActivityRetry:
+		case norntype.EventActivityRetry:
 			var r retryRecord
 			_ = json.Unmarshal(e.Payload, &r)
 			retries[e.Ref] = append(retries[e.Ref], r)
@@ -108,20 +109,20 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 				it.Detail = "attempt " + strconv.Itoa(r.Attempt) + "; next not before " + stamp(r.Next) +
 					" (after " + fmtDuration(r.Next.Sub(e.At)) + ")"
 			}
-		case actor.EventTimer, actor.EventReceiveWait:
+		case norntype.EventTimer, norntype.EventReceiveWait:
 			var r timerRecord
 			_ = json.Unmarshal(e.Payload, &r)
 			timerDue[e.Name] = r.Due
 			it.Class = "timer"
-			if e.Kind == actor.EventTimer {
+			if e.Kind == norntype.EventTimer {
 				it.Label = "timer set"
 			} else {
 				it.Label = "receive waits"
 			}
 			it.Detail = "due " + stamp(r.Due) + " (in " + fmtDuration(r.Due.Sub(e.At)) + ")"
-		case actor.EventTimerFired, actor.EventReceiveTimeout:
+		case norntype.EventTimerFired, norntype.EventReceiveTimeout:
 			it.Class = "timer"
-			if e.Kind == actor.EventTimerFired {
+			if e.Kind == norntype.EventTimerFired {
 				it.Label = "timer fired"
 			} else {
 				it.Label = "receive timed out"
@@ -129,7 +130,7 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 			if due, ok := timerDue[e.Name]; ok {
 				it.Detail = "due " + stamp(due) + ", late by " + fmtDuration(max(0, e.At.Sub(due)))
 			}
-		case actor.EventReceived:
+		case norntype.EventReceived:
 			var m receivedMessage
 			_ = json.Unmarshal(e.Payload, &m)
 			it.Class, it.Label = "message", "message received"
@@ -149,55 +150,55 @@ func (h *handler) timeline(events []actor.HistoryEvent, start time.Time) []item 
 				it.Detail, it.Payload = "", ""
 				if down.Error != "" {
 					it.Error = down.Error
-				} else if down.Status == string(actor.StatusCompleted) {
+				} else if down.Status == string(norntype.StatusCompleted) {
 					it.Detail, it.Payload = "output "+short(down.Output, 80), pretty(down.Output)
 				}
 			}
-		case actor.EventSent:
+		case norntype.EventSent:
 			it.Class, it.Label = "message", "message sent"
 			it.Link, it.LinkText = h.instanceURL(e.Name), e.Name
 			it.Name = ""
 			it.Detail = "to " + e.Name
-		case actor.EventPublished:
+		case norntype.EventPublished:
 			it.Class, it.Label = "message", "published"
-		case actor.EventSubscribed:
+		case norntype.EventSubscribed:
 			it.Class, it.Label = "message", "subscribed"
 			it.Detail = string(e.Payload)
-		case actor.EventUnsubscribed:
+		case norntype.EventUnsubscribed:
 			it.Class, it.Label = "message", "unsubscribed"
-		case actor.EventChildSpawned:
+		case norntype.EventChildSpawned:
 			it.Class, it.Label = "child", "child spawned"
 			if e.Ref != "" {
 				it.Link, it.LinkText = h.instanceURL(e.Ref), e.Ref
 			}
-		case actor.EventLinkedExit:
+		case norntype.EventLinkedExit:
 			it.Class, it.Label = "child failed", "linked child failed"
-		case actor.EventMonitor:
+		case norntype.EventMonitor:
 			it.Class, it.Label = "child", "monitor"
 			it.Link, it.LinkText = h.instanceURL(e.Name), e.Name
-		case actor.EventCancelSent:
+		case norntype.EventCancelSent:
 			it.Class, it.Label = "child", "cancel sent"
-		case actor.EventCancelObserved:
+		case norntype.EventCancelObserved:
 			it.Class, it.Label = "cancel", "cancel seen"
-		case actor.EventCompensating:
+		case norntype.EventCompensating:
 			it.Class, it.Label = "cancel", "compensating"
-		case actor.EventCompensation:
+		case norntype.EventCompensation:
 			it.Class, it.Label = "activity", "compensation"
 			if e.Error != "" {
 				it.Class = "activity failed"
 			}
-		case actor.EventNow:
+		case norntype.EventNow:
 			it.Label = "clock read"
 			it.Detail = short(e.Payload, 60)
-		case actor.EventVersion:
+		case norntype.EventVersion:
 			it.Label = "version marker"
 			it.Detail = short(e.Payload, 40)
-		case actor.EventCompleted:
+		case norntype.EventCompleted:
 			it.Class, it.Label, it.Payload = "end ok", "completed", pretty(e.Payload)
 			it.Detail = "output " + short(e.Payload, 80)
-		case actor.EventFailed:
+		case norntype.EventFailed:
 			it.Class, it.Label = "end failed", "failed"
-		case actor.EventCancelled:
+		case norntype.EventCancelled:
 			it.Class, it.Label = "end cancelled", "cancelled"
 		default:
 			it.Payload = pretty(e.Payload)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntype"
 )
 
 // Options configures the viewer. The zero value is a read-only viewer with
@@ -270,7 +271,7 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	if reason == "" {
 		reason = "cancelled from the viewer"
 	}
-	err := h.sys.Cancel(r.Context(), actor.PID(id), reason)
+	err := h.sys.Cancel(r.Context(), norntype.PID(id), reason)
 	switch {
 	case errors.Is(err, actor.ErrNotFound):
 		h.notFoundInstance(w, r, id)
@@ -312,9 +313,9 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 	msg := sentMessage{typ: strings.TrimSpace(r.PostForm.Get("type")), data: []byte(payload)}
 	var err error
 	if ch := strings.TrimSpace(r.PostForm.Get("channel")); ch != "" {
-		err = h.sys.SendOn(r.Context(), ch, actor.PID(id), msg)
+		err = h.sys.SendOn(r.Context(), ch, norntype.PID(id), msg)
 	} else {
-		err = h.sys.Send(r.Context(), actor.PID(id), msg)
+		err = h.sys.Send(r.Context(), norntype.PID(id), msg)
 	}
 	switch {
 	case errors.Is(err, actor.ErrNotFound):

@@ -130,7 +130,7 @@ func customerCancels(ctx context.Context, sys *actor.System) error {
 
 // waitForEvent polls the instance's history until it holds an event of the
 // given kind, or the instance has ended.
-func waitForEvent(ctx context.Context, sys *actor.System, pid actor.PID, kind string) error {
+func waitForEvent(ctx context.Context, sys *actor.System, pid actor.PID, kind actor.EventKind) error {
 	for {
 		info, err := sys.Inspect(ctx, pid)
 		if err != nil {

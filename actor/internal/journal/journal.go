@@ -6,25 +6,26 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/nornlabs/norn/norntype"
 	"github.com/nornlabs/norn/persistence"
 )
 
-// The event kinds the core itself interprets. The actor package names
-// every kind; these are the ones that steer replay.
+// The event kinds the core itself interprets (persistence.Event.Kind is a
+// plain string).
 const (
-	kindStarted        = "started"
-	kindActivity       = "activity"
-	kindActivityRetry  = "activity_retry"
-	kindTimerFired     = "timer_fired"
-	kindReceived       = "received"
-	kindReceiveWait    = "receive_wait"
-	kindReceiveTimeout = "receive_timeout"
-	kindLinkedExit     = "linked_exit"
-	kindCancelObserved = "cancel_observed"
-	kindVersion        = "version"
-	kindCompleted      = "completed"
-	kindFailed         = "failed"
-	kindCancelled      = "cancelled"
+	kindStarted        = string(norntype.EventStarted)
+	kindActivity       = string(norntype.EventActivity)
+	kindActivityRetry  = string(norntype.EventActivityRetry)
+	kindTimerFired     = string(norntype.EventTimerFired)
+	kindReceived       = string(norntype.EventReceived)
+	kindReceiveWait    = string(norntype.EventReceiveWait)
+	kindReceiveTimeout = string(norntype.EventReceiveTimeout)
+	kindLinkedExit     = string(norntype.EventLinkedExit)
+	kindCancelObserved = string(norntype.EventCancelObserved)
+	kindVersion        = string(norntype.EventVersion)
+	kindCompleted      = string(norntype.EventCompleted)
+	kindFailed         = string(norntype.EventFailed)
+	kindCancelled      = string(norntype.EventCancelled)
 )
 
 // Event is one entry of an instance's history.

@@ -1,0 +1,45 @@
+package actor
+
+import "github.com/nornlabs/norn/norntype"
+
+// The read types live in package norntype, which imports only the standard
+// library; they are re-exported here so that code using the runtime needs
+// one import. PID (context.go) and EventKind (journal.go) are re-exported
+// next to their uses.
+
+// Status is the lifecycle state of an instance.
+type Status = norntype.Status
+
+// Instance statuses. Running covers executing and parked activations;
+// Waiting means passivated (no activation; mail, a timer or a cancel brings
+// it back).
+const (
+	StatusRunning      = norntype.StatusRunning
+	StatusWaiting      = norntype.StatusWaiting
+	StatusCompensating = norntype.StatusCompensating
+	StatusCompleted    = norntype.StatusCompleted
+	StatusFailed       = norntype.StatusFailed
+	StatusCancelled    = norntype.StatusCancelled
+)
+
+// Mode is how a channel hands its messages to subscribers.
+type Mode = norntype.Mode
+
+// Instance is one durable run of a workflow, as users see it.
+type Instance = norntype.Instance
+
+// HistoryEvent is one entry of an instance's history.
+type HistoryEvent = norntype.HistoryEvent
+
+// Subscription is one channel an instance listens to.
+type Subscription = norntype.Subscription
+
+// Timer is a pending durable timer of an instance.
+type Timer = norntype.Timer
+
+// Timer kinds (Timer.Kind).
+const (
+	TimerSleep   = norntype.TimerSleep
+	TimerReceive = norntype.TimerReceive
+	TimerRetry   = norntype.TimerRetry
+)
