@@ -173,84 +173,6 @@ type Timer struct {
 	Due      time.Time
 }
 
-// Step is one atomic transition of one instance: everything in it commits
-// together or not at all, so that a crash never leaves history, mailbox,
-// timers and status disagreeing. Apply rejects a step that fails Validate
-// with an *InvalidError before writing anything.
-type Step struct {
-	// Instance the step changes. Empty for a step that only sends messages
-	// from outside any workflow.
-	Instance string
-	// Epoch is the lease epoch the writer holds. The step fails with
-	// ErrFenced unless the stored epoch still equals it.
-	Epoch int64
-	// Create inserts a new instance (with History as its first events, and
-	// the lease and RecentRestarts given in it, unless LeaseTTL sets the
-	// lease's expiry and RestartLog replaces the latter). If the ID exists,
-	// nothing at all is applied and StepResult.Existing is set.
-	Create *Instance
-	// LeaseTTL, when positive, makes the lease of the created instance
-	// (Create.LeaseOwner must be set, Create.LeaseExpires zero) or the one
-	// TakeLease takes last LeaseTTL from the store's clock as it writes the
-	// row (see AcquireLease), rather than until a time the caller computed
-	// with its own clock, which may be skewed and is read before the step
-	// waits for the store. Zero keeps Create.LeaseExpires as given.
-	LeaseTTL time.Duration
-	// TakeLease, when set, is the owner that takes the instance's lease in
-	// this step, as AcquireLease would, before the rest applies: for a
-	// writer that read the instance without a lease (a passivated instance
-	// woken) and replayed it, so that waking costs no commit of its own.
-	// The step applies only if the lease is free, expired or TakeLease's
-	// already, and the stored epoch still equals Epoch (nobody took the
-	// instance since it was read); it fails with ErrLeaseHeld or ErrFenced
-	// otherwise. Once applied, the epoch is Epoch+1, the lease lasts
-	// LeaseTTL (required), and a waiting instance is running unless Status
-	// says otherwise.
-	TakeLease string
-	// History is appended; History[0].Seq must equal the stored HistoryLen.
-	History []Event
-	// Status, when set, replaces the status; Output and Error go with it.
-	// A terminal status also drops the instance's subscriptions, timers and
-	// unconsumed mail, and releases the lease.
-	Status Status
-	Output []byte
-	Error  string
-	// Consume removes these messages (by Seq) from the mailbox; if any is
-	// already gone the step fails with ErrMessageGone.
-	Consume []int64
-	// Claim moves these messages (by Seq) from the queue of a competing
-	// channel into the instance's own mailbox, where its later receives
-	// take them without racing other consumers (prefetch). Those another
-	// consumer took first are skipped (StepResult.Claimed lists the moved
-	// ones). Claimed messages go back to their queue when the instance
-	// unsubscribes from their channel or ends. Applied after Consume.
-	Claim []int64
-	// Send adds messages.
-	Send []NewMessage
-	// Subscribe and Unsubscribe change channel subscriptions.
-	Subscribe   []Subscription
-	Unsubscribe []string
-	// AddTimers and CancelTimers schedule and drop timers of this instance.
-	AddTimers    []Timer
-	CancelTimers []string
-	// FireTimers deletes timers that must still exist (ErrTimerGone if not).
-	FireTimers []string
-	// ReleaseLease clears the lease after the step (passivation, shutdown).
-	ReleaseLease bool
-	// ResetHistory drops the current history before appending (continue-as-new):
-	// History[0].Seq must then be 0 and Run is incremented.
-	ResetHistory bool
-	// IncRestarts adds one to the restart counter.
-	IncRestarts bool
-	// RestartLog, when non-nil, replaces the instance's RecentRestarts (an
-	// empty, non-nil slice clears them). The store keeps them sorted, oldest
-	// first. It may go with IncRestarts in one step.
-	RestartLog []time.Time
-	// Emit adds outgoing events to the outbox, committed with the rest of
-	// the step: a step that fails emits nothing.
-	Emit []OutboxEvent
-}
-
 // OutboxEvent is an outgoing event waiting in the outbox for a relayer.
 type OutboxEvent struct {
 	// ID is unique store-wide and stable across delivery attempts, so that
@@ -345,35 +267,6 @@ type OutboxNotifier interface {
 	// when ctx ends or the store is closed. It fails only if the store is
 	// closed already.
 	ListenOutbox(ctx context.Context) (<-chan struct{}, error)
-}
-
-// StepResult is what a committed step changed beyond itself.
-type StepResult struct {
-	// Existing is set when Create found the ID taken.
-	Existing *Instance
-	// Woken lists the instances whose mailbox gained a message, so that
-	// their activations can be woken: once per message, competing
-	// subscribers included.
-	Woken []string
-	// Queued lists the messages the step put in the queue of a channel
-	// that has competing subscribers. Each needs only one of them to look
-	// at its mailbox, so a runtime may wake one instead of every
-	// subscriber that Woken lists for it.
-	Queued []QueuedMessage
-	// Duplicates lists the IDs of Dedupe messages that were skipped because
-	// their ID had been used before.
-	Duplicates []string
-	// Claimed lists the messages of Step.Claim that were moved (in no
-	// particular order).
-	Claimed []int64
-}
-
-// QueuedMessage is a message published on a channel with competing
-// subscribers (see StepResult.Queued).
-type QueuedMessage struct {
-	Channel     string
-	Type        string   // the message's type name
-	Subscribers []string // the channel's competing subscribers when it was published
 }
 
 // ListFilter selects instances for List.
