@@ -33,8 +33,9 @@ import "time"
 //  9. A terminal Status ends the instance: its subscriptions and timers
 //     (including those this step added) are dropped, the messages it
 //     claimed go back to their channels' queues, and the mail addressed to
-//     it (including what this step sent it) is dropped. Its lease was
-//     released in 2.
+//     it is dropped. Its lease was released in 2, where it ended: a
+//     message the ending step sends its own instance finds it ended and
+//     is dropped (as mail to any ended instance is).
 //
 // # Fencing
 //
@@ -161,7 +162,8 @@ type Step struct {
 	// FireTimers deletes timers that must still exist (ErrTimerGone if not).
 	FireTimers []string
 	// ReleaseLease clears the lease after the step (passivation, shutdown).
-	// The epoch is kept: the writer's next step still applies at it.
+	// The epoch is kept: whoever read the instance at it may take it with
+	// TakeLease.
 	ReleaseLease bool
 	// ResetHistory drops the current history before appending (continue-as-new):
 	// History[0].Seq must then be 0 and Run is incremented. The stored

@@ -59,6 +59,12 @@ var (
 	ErrStoreClosed   = errors.New("norn: store closed")
 	ErrChannelMode   = errors.New("norn: channel mode conflict")
 	ErrInvalidRecord = errors.New("norn: invalid input")
+	// ErrUnsupported is what a Store method returns when its driver cannot
+	// do that at all (see Store): callers branch on errors.Is rather than
+	// on type assertions, so that a wrapper that embeds a Store forwards
+	// every method without knowing which its driver supports. It also
+	// matches errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("norn: not supported by this store: %w", errors.ErrUnsupported)
 )
 
 // ModeConflictError says a channel already has subscribers in another mode.
@@ -219,7 +225,8 @@ const (
 	DefaultPruneLimit = 1000
 )
 
-// Outbox is the relayers' side of the outbox; both drivers implement it.
+// Outbox is the relayers' side of the outbox, part of Store; both drivers
+// implement it. A driver without an outbox returns ErrUnsupported.
 type Outbox interface {
 	// ClaimOutbox claims up to limit pending events whose Next has come
 	// and that no unexpired claim holds, for owner until now+ttl, oldest
@@ -254,9 +261,10 @@ type Outbox interface {
 	PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
-// OutboxNotifier is implemented by stores shared between processes, to
-// wake relayers when another process commits a step that emits: a relayer
-// need not poll the store to find those events. The PostgreSQL driver
+// OutboxNotifier is the part of Store that wakes relayers when another
+// process commits a step that emits, so that a relayer need not poll the
+// store to find those events. Stores shared between processes implement
+// it; the others (SQLite) return ErrUnsupported. The PostgreSQL driver
 // sends the notification in the emitting step's transaction, so that it is
 // delivered when, and only if, the step commits.
 type OutboxNotifier interface {
@@ -340,6 +348,13 @@ type ChannelStat struct {
 // Store is the durable state of a Norn node or cluster. Implementations must
 // be safe for concurrent use; Apply is where drivers batch concurrent steps
 // into shared commits.
+//
+// Every driver has every method, so that a wrapper (metrics, tracing, a
+// test's interceptor) that embeds a Store forwards them all, and overrides
+// only those it means to change. What a driver cannot do at all, its
+// method refuses with ErrUnsupported, at once and without side effects:
+// the SQLite driver's ListenOutbox, the PostgreSQL driver's RequestWake
+// (its commits notify by themselves).
 type Store interface {
 	// Apply commits one step atomically.
 	Apply(ctx context.Context, s Step) (StepResult, error)
@@ -434,15 +449,22 @@ type Store interface {
 	// <= 0 means 10000.
 	DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]Timer, error)
 
+	Notifier
+	WakeRequester
+	Outbox
+	OutboxNotifier
+	StatsReader
+
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error
 }
 
-// Notifier is implemented by stores shared between processes. The actor
-// runtime type-asserts its Store to it to learn about mail, spawns and
-// cancels that other processes committed for instances it may host, so that
-// it need not poll the store for them. A spawn made under a lease runs in
-// the process that made it and wakes nobody.
+// Notifier is the part of Store through which the actor runtime learns
+// about mail, spawns and cancels that other processes committed for
+// instances it may host, so that it need not poll the store for them. A
+// spawn made under a lease runs in the process that made it and wakes
+// nobody. Both drivers implement it (SQLite from the requests of
+// WakeRequester); a store that cannot notify returns ErrUnsupported.
 type Notifier interface {
 	// Listen calls fn with the IDs of instances that another process woke
 	// (nil means "rescan everything": a gap may have lost notifications).
@@ -451,11 +473,13 @@ type Notifier interface {
 	Listen(ctx context.Context, fn func(ids []string)) error
 }
 
-// WakeRequester is implemented by stores that cannot notify other processes
-// from a commit (SQLite). A client System (one that runs no instances) calls
-// it after its commits, so that the nodes sharing the store, which learn of
-// the requests through their Notifier, act on its spawns, mail and cancels
-// at once rather than at their next recovery scan.
+// WakeRequester is the part of Store for stores that cannot notify other
+// processes from a commit (SQLite). A client System (one that runs no
+// instances) calls it after its commits, so that the nodes sharing the
+// store, which learn of the requests through their Notifier, act on its
+// spawns, mail and cancels at once rather than at their next recovery
+// scan. Stores whose commits notify (PostgreSQL) return ErrUnsupported:
+// they need no request.
 type WakeRequester interface {
 	RequestWake(ctx context.Context, ids []string) error
 }

@@ -76,6 +76,7 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxRace", testOutboxRace},
 		{"OutboxRelease", testOutboxRelease},
 		{"OutboxPrune", testOutboxPrune},
+		{"OptionalMethods", testOptional},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
