@@ -77,6 +77,15 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxRelease", testOutboxRelease},
 		{"OutboxPrune", testOutboxPrune},
 		{"OptionalMethods", testOptional},
+		// The combinations of Step fields the runtime uses (combos.go).
+		{"StepSpawnUnleased", testSpawnUnleased},
+		{"StepTakeLeaseOnly", testTakeLeaseOnly},
+		{"StepWorkflow", testWorkflowStep},
+		{"StepSubscribeAndPublish", testSubscribeAndPublish},
+		{"StepEnd", testEndStep},
+		{"StepCompensating", testCompensating},
+		{"StepContinueAsNew", testContinueAsNew},
+		{"StepShutdownRelease", testShutdownRelease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
