@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nornlabs/norn/persistence"
@@ -47,7 +48,7 @@ func (c *Context) EmitEvent(id, typ string, data []byte) (string, error) {
 // WatchOutbox returns a channel that is signalled (without blocking, so
 // signals may merge) after each commit on this node that added outgoing
 // events: relayers wait on it instead of polling. When the store is shared
-// between processes and implements persistence.OutboxNotifier (PostgreSQL
+// between processes and supports persistence.OutboxNotifier (PostgreSQL
 // does), it is also signalled when another process commits outgoing
 // events, so that a relayer on a node that emits nothing still relays at
 // once; the first call starts listening. It is closed by Stop.
@@ -60,21 +61,21 @@ func (s *System) WatchOutbox() <-chan struct{} {
 		return ch
 	}
 	s.outboxCh = append(s.outboxCh, ch)
-	if n, ok := s.store.(persistence.OutboxNotifier); ok && !s.outboxListening {
+	if !s.outboxListening {
 		// Under outboxMu and before Stop's cancel: Stop takes outboxMu
 		// after cancelling, then waits for the background loops.
 		s.outboxListening = true
-		s.goBG(func() { s.forwardOutbox(n) })
+		s.goBG(s.forwardOutbox)
 	}
 	return ch
 }
 
 // forwardOutbox passes the store's notifications of other processes'
 // outgoing events on to the WatchOutbox channels, until Stop.
-func (s *System) forwardOutbox(n persistence.OutboxNotifier) {
-	ch, err := n.ListenOutbox(s.ctx)
+func (s *System) forwardOutbox() {
+	ch, err := s.store.ListenOutbox(s.ctx)
 	if err != nil {
-		if s.ctx.Err() == nil {
+		if !errors.Is(err, persistence.ErrUnsupported) && s.ctx.Err() == nil {
 			s.log.Warn("cannot listen for other processes' outgoing events; relayers fall back to polling", "err", err)
 		}
 		return

@@ -370,22 +370,20 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	})
 	s.goBG(s.renewLoop)
 	s.goBG(s.recoveryLoop)
-	if n, ok := cfg.Store.(persistence.Notifier); ok {
-		s.goBG(func() {
-			err := n.Listen(s.ctx, func(ids []string) {
-				if ids == nil {
-					s.rescan()
-					return
-				}
-				for _, id := range ids {
-					s.wakeRemote(id, fromStore)
-				}
-			})
-			if err != nil && s.ctx.Err() == nil {
-				s.log.Error("store notifications stopped", "err", err)
+	s.goBG(func() {
+		err := cfg.Store.Listen(s.ctx, func(ids []string) {
+			if ids == nil {
+				s.rescan()
+				return
+			}
+			for _, id := range ids {
+				s.wakeRemote(id, fromStore)
 			}
 		})
-	}
+		if err != nil && !errors.Is(err, persistence.ErrUnsupported) && s.ctx.Err() == nil {
+			s.log.Error("store notifications stopped", "err", err)
+		}
+	})
 	return s, nil
 }
 
@@ -748,13 +746,9 @@ func (s *System) owns(id string) bool {
 // Send has handed the wake-up on; if it fails, the nodes find the work at
 // their next recovery scan.
 func (s *System) requestWake(ids []string) {
-	rq, ok := s.store.(persistence.WakeRequester)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	if err := rq.RequestWake(ctx, ids); err != nil && s.ctx.Err() == nil {
+	if err := s.store.RequestWake(ctx, ids); err != nil && !errors.Is(err, persistence.ErrUnsupported) && s.ctx.Err() == nil {
 		s.log.Warn("could not ask the nodes to wake instances; they find them at their next recovery scan", "instances", len(ids), "err", err)
 	}
 }

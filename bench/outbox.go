@@ -228,13 +228,9 @@ func runOutbox(ctx context.Context, r *runner) (result, error) {
 
 // countOutbox counts the outbox events in a status.
 func countOutbox(ctx context.Context, st persistence.Store, status persistence.OutboxStatus) (int, error) {
-	ob, ok := st.(persistence.Outbox)
-	if !ok {
-		return 0, fmt.Errorf("store %T has no outbox", st)
-	}
 	count, after := 0, ""
 	for {
-		recs, err := ob.ListOutbox(ctx, status, after, 1000)
+		recs, err := st.ListOutbox(ctx, status, after, 1000)
 		if err != nil {
 			return count, err
 		}

@@ -28,8 +28,9 @@ import (
 // NewRelayer rejects values below a field's documented minimum.
 type RelayerConfig struct {
 	// Store holds the outbox that workflows emit into (see Emit). Required;
-	// its driver must implement persistence.Outbox, as the SQLite and
-	// PostgreSQL drivers do. The Relayer does not close it.
+	// its driver must support persistence.Outbox, as the SQLite and
+	// PostgreSQL drivers do (Run fails with persistence.ErrUnsupported
+	// otherwise). The Relayer does not close it.
 	Store persistence.Store
 	// Sink receives the events. Required.
 	Sink Sink
@@ -73,11 +74,11 @@ type RelayerConfig struct {
 	// Wake signals that events may be waiting, so that they are relayed at
 	// once rather than at the next poll: pass the System's WatchOutbox() to
 	// relay what this node emits as soon as it commits, and, on a store
-	// shared between processes that implements
+	// shared between processes that supports
 	// persistence.OutboxNotifier (PostgreSQL), what other processes emit.
 	// Optional; a closed channel is ignored from then on (the node
 	// stopped; polling goes on). Without it, a relayer whose Store
-	// implements persistence.OutboxNotifier listens to it itself.
+	// supports persistence.OutboxNotifier listens to it itself.
 	Wake <-chan struct{}
 	// PollInterval is the safety net that finds events nothing signalled:
 	// those committed by other processes on a store that cannot notify
@@ -145,7 +146,7 @@ func defaultBackoff() supervisor.RetryPolicy {
 //	go r.Run(ctx) // until ctx ends
 type Relayer struct {
 	cfg     RelayerConfig
-	outbox  persistence.Outbox
+	outbox  persistence.Outbox // cfg.Store
 	log     *slog.Logger
 	running atomic.Bool
 }
@@ -155,10 +156,7 @@ func NewRelayer(cfg RelayerConfig) (*Relayer, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("events: RelayerConfig.Store is required")
 	}
-	ob, ok := cfg.Store.(persistence.Outbox)
-	if !ok {
-		return nil, fmt.Errorf("events: RelayerConfig.Store (%T) has no outbox: its driver does not implement persistence.Outbox", cfg.Store)
-	}
+	ob := persistence.Outbox(cfg.Store)
 	if cfg.Sink == nil {
 		return nil, errors.New("events: RelayerConfig.Sink is required")
 	}
@@ -294,12 +292,14 @@ func (l *loop) run() error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	wake := l.r.cfg.Wake
-	if n, ok := l.r.cfg.Store.(persistence.OutboxNotifier); ok && wake == nil {
+	if wake == nil {
 		lctx, cancel := context.WithCancel(l.ctx)
-		ch, err := n.ListenOutbox(lctx)
+		ch, err := l.r.cfg.Store.ListenOutbox(lctx)
 		if err != nil {
 			cancel()
-			l.r.log.Warn("cannot listen for other processes' outgoing events; polling", "err", err)
+			if !errors.Is(err, persistence.ErrUnsupported) {
+				l.r.log.Warn("cannot listen for other processes' outgoing events; polling", "err", err)
+			}
 		} else {
 			wake = ch
 			defer func() {
@@ -379,7 +379,7 @@ func (l *loop) claimed(res claimResult) error {
 		if len(res.recs) == res.asked {
 			l.want = true // a full claim: more may be waiting
 		}
-	case errors.Is(res.err, persistence.ErrStoreClosed):
+	case errors.Is(res.err, persistence.ErrStoreClosed), errors.Is(res.err, persistence.ErrUnsupported):
 		return fmt.Errorf("events: relayer %s: %w", l.r.cfg.Owner, res.err)
 	default:
 		if l.ctx.Err() == nil {

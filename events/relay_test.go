@@ -767,6 +767,27 @@ func (c countingSink) Send(ctx context.Context, e event.Event) error {
 // noOutbox is a store whose driver has no outbox.
 type noOutbox struct{ persistence.Store }
 
+func (noOutbox) ClaimOutbox(context.Context, string, time.Time, time.Duration, int) ([]persistence.OutboxRecord, error) {
+	return nil, persistence.ErrUnsupported
+}
+
+// TestRelayerWithoutOutbox: a relayer on a store without an outbox stops
+// at once with the store's error rather than retrying for ever.
+func TestRelayerWithoutOutbox(t *testing.T) {
+	noLeaks(t)
+	r, err := events.NewRelayer(events.RelayerConfig{Store: noOutbox{openSQLite(t)}, Sink: &events.HTTPSink{URL: "http://127.0.0.1:1/"},
+		Logger: testutil.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A relayer that retried would run until the deadline and return nil.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, persistence.ErrUnsupported) {
+		t.Fatalf("Run = %v, want ErrUnsupported", err)
+	}
+}
+
 func TestNewRelayerConfig(t *testing.T) {
 	st := openSQLite(t)
 	s := &events.HTTPSink{URL: "http://127.0.0.1:1/"}
@@ -776,7 +797,6 @@ func TestNewRelayerConfig(t *testing.T) {
 		want string
 	}{
 		{"no store", events.RelayerConfig{Sink: s}, "Store is required"},
-		{"store without outbox", events.RelayerConfig{Store: noOutbox{st}, Sink: s}, "persistence.Outbox"},
 		{"no sink", events.RelayerConfig{Store: st}, "Sink is required"},
 		{"short claim", events.RelayerConfig{Store: st, Sink: s, ClaimTTL: time.Millisecond}, "ClaimTTL"},
 		{"short max age", events.RelayerConfig{Store: st, Sink: s, MaxAge: time.Millisecond}, "MaxAge"},

@@ -18,6 +18,19 @@
 // valid UTF-8, contains NUL bytes or exceeds the Max* limits, with an
 // *InvalidError naming the field, before a driver writes anything.
 //
-// Drivers live in sub-packages (sqlite, postgres) and are checked by the
-// shared conformance suite in storetest.
+// Step's documentation is the specification of a transition that every
+// driver implements: the order in which its concerns apply, the conditions
+// that fence it and the error each failure gives, and what StepResult
+// reports. Drivers live in sub-packages (sqlite, postgres) and are checked
+// by the shared conformance suite in storetest, which has a case for each
+// combination of Step fields the runtime uses.
+//
+// Capabilities that not every driver has (notifications, wake requests,
+// the outbox, statistics) are methods of Store like the others; a driver
+// without one refuses it with ErrUnsupported, so that a wrapper embedding a
+// Store forwards them all:
+//
+//	if err := store.Listen(ctx, wake); errors.Is(err, persistence.ErrUnsupported) {
+//		// poll instead
+//	}
 package persistence

@@ -55,8 +55,8 @@ type InstanceCount struct {
 	Count    int
 }
 
-// StatsReader is implemented by stores that can summarise their contents
-// (both drivers do). Each call counts rows, so its cost grows with the
+// StatsReader is the part of Store that summarises its contents (both
+// drivers do; a store that cannot returns ErrUnsupported). Each call counts rows, so its cost grows with the
 // number of live instances, timers and waiting messages: callers cache it
 // rather than call it for every request.
 type StatsReader interface {

@@ -53,6 +53,12 @@ var (
 	ErrStoreClosed   = errors.New("norn: store closed")
 	ErrChannelMode   = errors.New("norn: channel mode conflict")
 	ErrInvalidRecord = errors.New("norn: invalid input")
+	// ErrUnsupported is what a Store method returns when its driver cannot
+	// do that at all (see Store): callers branch on errors.Is rather than
+	// on type assertions, so that a wrapper that embeds a Store forwards
+	// every method without knowing which its driver supports. It also
+	// matches errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("norn: not supported by this store: %w", errors.ErrUnsupported)
 )
 
 // ModeConflictError says a channel already has subscribers in another mode.
@@ -167,84 +173,6 @@ type Timer struct {
 	Due      time.Time
 }
 
-// Step is one atomic transition of one instance: everything in it commits
-// together or not at all, so that a crash never leaves history, mailbox,
-// timers and status disagreeing. Apply rejects a step that fails Validate
-// with an *InvalidError before writing anything.
-type Step struct {
-	// Instance the step changes. Empty for a step that only sends messages
-	// from outside any workflow.
-	Instance string
-	// Epoch is the lease epoch the writer holds. The step fails with
-	// ErrFenced unless the stored epoch still equals it.
-	Epoch int64
-	// Create inserts a new instance (with History as its first events, and
-	// the lease and RecentRestarts given in it, unless LeaseTTL sets the
-	// lease's expiry and RestartLog replaces the latter). If the ID exists,
-	// nothing at all is applied and StepResult.Existing is set.
-	Create *Instance
-	// LeaseTTL, when positive, makes the lease of the created instance
-	// (Create.LeaseOwner must be set, Create.LeaseExpires zero) or the one
-	// TakeLease takes last LeaseTTL from the store's clock as it writes the
-	// row (see AcquireLease), rather than until a time the caller computed
-	// with its own clock, which may be skewed and is read before the step
-	// waits for the store. Zero keeps Create.LeaseExpires as given.
-	LeaseTTL time.Duration
-	// TakeLease, when set, is the owner that takes the instance's lease in
-	// this step, as AcquireLease would, before the rest applies: for a
-	// writer that read the instance without a lease (a passivated instance
-	// woken) and replayed it, so that waking costs no commit of its own.
-	// The step applies only if the lease is free, expired or TakeLease's
-	// already, and the stored epoch still equals Epoch (nobody took the
-	// instance since it was read); it fails with ErrLeaseHeld or ErrFenced
-	// otherwise. Once applied, the epoch is Epoch+1, the lease lasts
-	// LeaseTTL (required), and a waiting instance is running unless Status
-	// says otherwise.
-	TakeLease string
-	// History is appended; History[0].Seq must equal the stored HistoryLen.
-	History []Event
-	// Status, when set, replaces the status; Output and Error go with it.
-	// A terminal status also drops the instance's subscriptions, timers and
-	// unconsumed mail, and releases the lease.
-	Status Status
-	Output []byte
-	Error  string
-	// Consume removes these messages (by Seq) from the mailbox; if any is
-	// already gone the step fails with ErrMessageGone.
-	Consume []int64
-	// Claim moves these messages (by Seq) from the queue of a competing
-	// channel into the instance's own mailbox, where its later receives
-	// take them without racing other consumers (prefetch). Those another
-	// consumer took first are skipped (StepResult.Claimed lists the moved
-	// ones). Claimed messages go back to their queue when the instance
-	// unsubscribes from their channel or ends. Applied after Consume.
-	Claim []int64
-	// Send adds messages.
-	Send []NewMessage
-	// Subscribe and Unsubscribe change channel subscriptions.
-	Subscribe   []Subscription
-	Unsubscribe []string
-	// AddTimers and CancelTimers schedule and drop timers of this instance.
-	AddTimers    []Timer
-	CancelTimers []string
-	// FireTimers deletes timers that must still exist (ErrTimerGone if not).
-	FireTimers []string
-	// ReleaseLease clears the lease after the step (passivation, shutdown).
-	ReleaseLease bool
-	// ResetHistory drops the current history before appending (continue-as-new):
-	// History[0].Seq must then be 0 and Run is incremented.
-	ResetHistory bool
-	// IncRestarts adds one to the restart counter.
-	IncRestarts bool
-	// RestartLog, when non-nil, replaces the instance's RecentRestarts (an
-	// empty, non-nil slice clears them). The store keeps them sorted, oldest
-	// first. It may go with IncRestarts in one step.
-	RestartLog []time.Time
-	// Emit adds outgoing events to the outbox, committed with the rest of
-	// the step: a step that fails emits nothing.
-	Emit []OutboxEvent
-}
-
 // OutboxEvent is an outgoing event waiting in the outbox for a relayer.
 type OutboxEvent struct {
 	// ID is unique store-wide and stable across delivery attempts, so that
@@ -291,7 +219,8 @@ const (
 	DefaultPruneLimit = 1000
 )
 
-// Outbox is the relayers' side of the outbox; both drivers implement it.
+// Outbox is the relayers' side of the outbox, part of Store; both drivers
+// implement it. A driver without an outbox returns ErrUnsupported.
 type Outbox interface {
 	// ClaimOutbox claims up to limit pending events whose Next has come
 	// and that no unexpired claim holds, for owner until now+ttl, oldest
@@ -326,9 +255,10 @@ type Outbox interface {
 	PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
-// OutboxNotifier is implemented by stores shared between processes, to
-// wake relayers when another process commits a step that emits: a relayer
-// need not poll the store to find those events. The PostgreSQL driver
+// OutboxNotifier is the part of Store that wakes relayers when another
+// process commits a step that emits, so that a relayer need not poll the
+// store to find those events. Stores shared between processes implement
+// it; the others (SQLite) return ErrUnsupported. The PostgreSQL driver
 // sends the notification in the emitting step's transaction, so that it is
 // delivered when, and only if, the step commits.
 type OutboxNotifier interface {
@@ -339,35 +269,6 @@ type OutboxNotifier interface {
 	// when ctx ends or the store is closed. It fails only if the store is
 	// closed already.
 	ListenOutbox(ctx context.Context) (<-chan struct{}, error)
-}
-
-// StepResult is what a committed step changed beyond itself.
-type StepResult struct {
-	// Existing is set when Create found the ID taken.
-	Existing *Instance
-	// Woken lists the instances whose mailbox gained a message, so that
-	// their activations can be woken: once per message, competing
-	// subscribers included.
-	Woken []string
-	// Queued lists the messages the step put in the queue of a channel
-	// that has competing subscribers. Each needs only one of them to look
-	// at its mailbox, so a runtime may wake one instead of every
-	// subscriber that Woken lists for it.
-	Queued []QueuedMessage
-	// Duplicates lists the IDs of Dedupe messages that were skipped because
-	// their ID had been used before.
-	Duplicates []string
-	// Claimed lists the messages of Step.Claim that were moved (in no
-	// particular order).
-	Claimed []int64
-}
-
-// QueuedMessage is a message published on a channel with competing
-// subscribers (see StepResult.Queued).
-type QueuedMessage struct {
-	Channel     string
-	Type        string   // the message's type name
-	Subscribers []string // the channel's competing subscribers when it was published
 }
 
 // ListFilter selects instances for List.
@@ -439,6 +340,13 @@ type ChannelStat struct {
 // Store is the durable state of a Norn node or cluster. Implementations must
 // be safe for concurrent use; Apply is where drivers batch concurrent steps
 // into shared commits.
+//
+// Every driver has every method, so that a wrapper (metrics, tracing, a
+// test's interceptor) that embeds a Store forwards them all, and overrides
+// only those it means to change. What a driver cannot do at all, its
+// method refuses with ErrUnsupported, at once and without side effects:
+// the SQLite driver's ListenOutbox, the PostgreSQL driver's RequestWake
+// (its commits notify by themselves).
 type Store interface {
 	// Apply commits one step atomically.
 	Apply(ctx context.Context, s Step) (StepResult, error)
@@ -533,15 +441,22 @@ type Store interface {
 	// <= 0 means 10000.
 	DueTimers(ctx context.Context, before time.Time, buckets []int, limit int) ([]Timer, error)
 
+	Notifier
+	WakeRequester
+	Outbox
+	OutboxNotifier
+	StatsReader
+
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error
 }
 
-// Notifier is implemented by stores shared between processes. The actor
-// runtime type-asserts its Store to it to learn about mail, spawns and
-// cancels that other processes committed for instances it may host, so that
-// it need not poll the store for them. A spawn made under a lease runs in
-// the process that made it and wakes nobody.
+// Notifier is the part of Store through which the actor runtime learns
+// about mail, spawns and cancels that other processes committed for
+// instances it may host, so that it need not poll the store for them. A
+// spawn made under a lease runs in the process that made it and wakes
+// nobody. Both drivers implement it (SQLite from the requests of
+// WakeRequester); a store that cannot notify returns ErrUnsupported.
 type Notifier interface {
 	// Listen calls fn with the IDs of instances that another process woke
 	// (nil means "rescan everything": a gap may have lost notifications).
@@ -550,11 +465,13 @@ type Notifier interface {
 	Listen(ctx context.Context, fn func(ids []string)) error
 }
 
-// WakeRequester is implemented by stores that cannot notify other processes
-// from a commit (SQLite). A client System (one that runs no instances) calls
-// it after its commits, so that the nodes sharing the store, which learn of
-// the requests through their Notifier, act on its spawns, mail and cancels
-// at once rather than at their next recovery scan.
+// WakeRequester is the part of Store for stores that cannot notify other
+// processes from a commit (SQLite). A client System (one that runs no
+// instances) calls it after its commits, so that the nodes sharing the
+// store, which learn of the requests through their Notifier, act on its
+// spawns, mail and cancels at once rather than at their next recovery
+// scan. Stores whose commits notify (PostgreSQL) return ErrUnsupported:
+// they need no request.
 type WakeRequester interface {
 	RequestWake(ctx context.Context, ids []string) error
 }

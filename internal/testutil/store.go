@@ -14,9 +14,8 @@ import (
 // pause them at the moment a race needs (between a read and the decision
 // taken on it). Set the hooks before the store is used; they run on the
 // caller's goroutine and must be safe for concurrent calls. A nil hook is
-// skipped. It hides whether the wrapped store is a persistence.Notifier
-// (wrap it in a NotifyStore for that); its outbox calls go to the wrapped
-// store, so that code looking for a persistence.Outbox finds one.
+// skipped. It hides the wrapped store's notifications (see Listen); every
+// other call goes to the wrapped store.
 type InterceptStore struct {
 	persistence.Store
 
@@ -84,60 +83,17 @@ func (s *InterceptStore) PruneQueue(ctx context.Context, before time.Time) (int,
 	return s.Store.PruneQueue(ctx, before)
 }
 
-var _ persistence.Outbox = (*InterceptStore)(nil)
-
-// errNoOutbox is what the outbox calls of an InterceptStore return when the
-// wrapped store has none.
-var errNoOutbox = errors.New("testutil: the wrapped store does not implement persistence.Outbox")
-
-// ClaimOutbox implements persistence.Outbox.
-func (s *InterceptStore) ClaimOutbox(ctx context.Context, owner string, now time.Time, ttl time.Duration, limit int) ([]persistence.OutboxRecord, error) {
-	ob, ok := s.Store.(persistence.Outbox)
-	if !ok {
-		return nil, errNoOutbox
-	}
-	return ob.ClaimOutbox(ctx, owner, now, ttl, limit)
-}
-
-// FinishOutbox implements persistence.Outbox.
-func (s *InterceptStore) FinishOutbox(ctx context.Context, id, owner string, status persistence.OutboxStatus, next time.Time, errText string) error {
-	ob, ok := s.Store.(persistence.Outbox)
-	if !ok {
-		return errNoOutbox
-	}
-	return ob.FinishOutbox(ctx, id, owner, status, next, errText)
-}
-
-// ListOutbox implements persistence.Outbox.
-func (s *InterceptStore) ListOutbox(ctx context.Context, status persistence.OutboxStatus, after string, limit int) ([]persistence.OutboxRecord, error) {
-	ob, ok := s.Store.(persistence.Outbox)
-	if !ok {
-		return nil, errNoOutbox
-	}
-	return ob.ListOutbox(ctx, status, after, limit)
-}
-
-// ReleaseOutbox implements persistence.Outbox.
-func (s *InterceptStore) ReleaseOutbox(ctx context.Context, owner string, ids []string) (int, error) {
-	ob, ok := s.Store.(persistence.Outbox)
-	if !ok {
-		return 0, errNoOutbox
-	}
-	return ob.ReleaseOutbox(ctx, owner, ids)
-}
-
-// PruneOutbox implements persistence.Outbox.
-func (s *InterceptStore) PruneOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
-	ob, ok := s.Store.(persistence.Outbox)
-	if !ok {
-		return 0, errNoOutbox
-	}
-	return ob.PruneOutbox(ctx, before, limit)
+// Listen hides the wrapped store's notifications: it returns
+// persistence.ErrUnsupported, so that a System on an InterceptStore finds
+// its work only through its own commits and its scans (wrap the store in a
+// NotifyStore for notifications the test controls).
+func (s *InterceptStore) Listen(context.Context, func(ids []string)) error {
+	return persistence.ErrUnsupported
 }
 
 // NotifyStore makes a Store a persistence.Notifier whose notifications the
 // test controls: it forwards the wrapped store's own notifications (if it
-// is a Notifier) unless dropped, and lets the test inject notifications and
+// has any) unless dropped, and lets the test inject notifications and
 // gaps, as another process or a lost connection would cause.
 type NotifyStore struct {
 	persistence.Store
@@ -149,7 +105,7 @@ type NotifyStore struct {
 	n   int
 }
 
-// Notify wraps st; notifications come from inner when it is a
+// Notify wraps st; notifications come from inner when it supports
 // persistence.Notifier (pass the unwrapped store when st is an
 // InterceptStore), else only from the test.
 func Notify(st, inner persistence.Store) *NotifyStore {
@@ -168,13 +124,14 @@ func (n *NotifyStore) Listen(ctx context.Context, fn func(ids []string)) error {
 		delete(n.fns, key)
 		n.mu.Unlock()
 	}()
-	if in, ok := n.inner.(persistence.Notifier); ok {
-		return in.Listen(ctx, func(ids []string) {
-			if ids != nil && n.drop.Load() {
-				return
-			}
-			fn(ids)
-		})
+	err := n.inner.Listen(ctx, func(ids []string) {
+		if ids != nil && n.drop.Load() {
+			return
+		}
+		fn(ids)
+	})
+	if !errors.Is(err, persistence.ErrUnsupported) {
+		return err
 	}
 	<-ctx.Done()
 	return ctx.Err()

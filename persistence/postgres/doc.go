@@ -38,7 +38,7 @@
 // sequence, a message still being there, ...) are checked inside its own
 // statements, which raise an error when they fail; the pipeline then stops at
 // that step, the writer rolls back to the step's savepoint, settles it (with
-// the same error the SQLite driver returns) and sends the rest of the batch.
+// the error persistence.Step specifies) and sends the rest of the batch.
 // Writers run in parallel on their own connections; steps in a batch are
 // ordered by instance ID so batches lock rows in the same order.
 //

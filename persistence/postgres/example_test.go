@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"log"
 	"os"
 
@@ -37,10 +38,14 @@ func ExampleOpen() {
 	log.Printf("woke %v", res.Woken)
 }
 
-// The runtime finds wake-ups through the Notifier interface.
+// The runtime finds wake-ups through Listen (persistence.Notifier), which
+// a store that cannot notify refuses with persistence.ErrUnsupported.
 func ExampleStore_Listen() {
 	var st persistence.Store // from postgres.Open
-	if n, ok := st.(postgres.Notifier); ok {
-		go n.Listen(context.Background(), func(ids []string) { /* wake activations */ })
-	}
+	go func() {
+		err := st.Listen(context.Background(), func(ids []string) { /* wake activations */ })
+		if errors.Is(err, persistence.ErrUnsupported) {
+			return // poll instead
+		}
+	}()
 }

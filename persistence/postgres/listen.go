@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,10 +14,17 @@ import (
 
 var _ persistence.OutboxNotifier = (*Store)(nil)
 
-// Notifier is persistence.Notifier, which Store implements: the actor
-// runtime type-asserts its Store to it to hear about work that other
-// processes committed for instances it may host.
+// Notifier is persistence.Notifier, part of every persistence.Store: the
+// actor runtime listens through it to hear about work that other processes
+// committed for instances it may host.
 type Notifier = persistence.Notifier
+
+// RequestWake is not supported, nor needed: every commit notifies the
+// processes that share the database of what it woke. It returns
+// ErrUnsupported.
+func (s *Store) RequestWake(context.Context, []string) error {
+	return fmt.Errorf("postgres: request wake: %w", persistence.ErrUnsupported)
+}
 
 // Limits of the wake-up notifications. PostgreSQL refuses NOTIFY payloads of
 // 8000 bytes or more; a batch that woke more instances than fit in

@@ -13,179 +13,209 @@ import (
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
-// compile turns a request's step into the statements that apply it, in the
-// order the SQLite driver applies them, so that a step that breaks several
-// rules fails with the same error on both drivers. Apply validated the step
-// already. Dedupe messages found used (r.used) are left out and listed in
-// r.res.Duplicates.
+// compiler turns one request's step into the statements that apply it, one
+// method per concern, in the order persistence.Step specifies (so that a
+// step that breaks several rules fails with the same error on every
+// driver). Apply validated the step already. Dedupe messages found used
+// (r.used) are left out and listed in r.res.Duplicates.
+//
+// The closures the ops keep capture locals, never the compiler: it stays
+// on the stack.
+type compiler struct {
+	s     *Store
+	r     *writeReq
+	step  *persistence.Step
+	now   time.Time
+	id    string
+	epoch int64
+	ops   []op
+}
+
 func (s *Store) compile(r *writeReq) []op {
-	step := r.step
-	now := s.now()
-	nowNS := now.UnixNano()
-	var ops []op
-	add := func(o op) {
-		o.req = r
-		ops = append(ops, o)
-	}
-	lock := func(exclusive bool, space int32, name string) {
-		k := lockKey{space, lockHash(name)}
-		if space == s.instLocks {
-			// Instances share a bounded set of locks, so that a step
-			// sending to thousands of them does not fill PostgreSQL's lock
-			// table; an instance ending blocks sends to its bucket-mates
-			// for a moment, which is rare and harmless.
-			k.key = int32(uint32(k.key) % instLockBuckets)
-		}
-		r.locks[k] = r.locks[k] || exclusive
-	}
 	clear(r.locks)
 	if r.locks == nil {
 		r.locks = map[lockKey]bool{}
 	}
+	c := compiler{s: s, r: r, step: &r.step, now: s.now()}
+	c.id, c.epoch = r.step.Target()
+	c.create()
+	c.instance()
+	c.history()
+	c.consume()
+	c.claim()
+	c.subscriptions()
+	c.send()
+	c.timers()
+	c.emit()
+	c.end()
+	return c.ops
+}
 
-	id, epoch := step.Instance, step.Epoch
-	// A new instance whose step only appends history is written whole by
-	// its insert: no update of the row just inserted.
-	appendOnly := !step.ResetHistory && step.Status == "" && !step.ReleaseLease && !step.IncRestarts && step.RestartLog == nil && step.TakeLease == ""
-	if c := step.Create; c != nil {
-		status := c.Status
-		if status == "" {
-			status = persistence.StatusRunning
-		}
-		restarts := c.RecentRestarts
-		if step.RestartLog != nil {
-			restarts = step.RestartLog
-		}
-		cid := c.ID
-		var hlen int64
-		if appendOnly {
-			hlen = int64(len(step.History))
-		}
-		add(op{label: "insert instance", name: sqlInsertInstance,
-			args: []any{c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch, ns(c.LeaseExpires), nowNS,
-				rowcodec.EncodeTimes(restarts), int64(step.LeaseTTL), int32(persistence.BucketOf(c.ID)), hlen},
-			check: func(*pgconn.PgError) (error, *op) {
-				// The ID is taken: nothing of the step applies, and the
-				// caller gets the instance that holds it.
-				return nil, &op{req: r, follow: true, label: "read existing instance", name: sqlInstance, args: []any{cid},
-					read: func(br pgx.BatchResults) error {
-						inst, err := scanInstance(br.QueryRow())
-						if err != nil {
-							return err
-						}
-						r.res.Existing = &inst
-						return nil
-					}}
-			}})
-		id, epoch = c.ID, c.LeaseEpoch
+func (c *compiler) add(o op) {
+	o.req = c.r
+	c.ops = append(c.ops, o)
+}
+
+// lock records an advisory lock the step needs (see batchLocks).
+func (c *compiler) lock(exclusive bool, space int32, name string) {
+	k := lockKey{space, lockHash(name)}
+	if space == c.s.instLocks {
+		// Instances share a bounded set of locks, so that a step
+		// sending to thousands of them does not fill PostgreSQL's lock
+		// table; an instance ending blocks sends to its bucket-mates
+		// for a moment, which is rare and harmless.
+		k.key = int32(uint32(k.key) % instLockBuckets)
 	}
-	if id != "" && (step.Create == nil || (!appendOnly && (len(step.History) > 0 || step.Status != ""))) {
-		expect := int64(-1)
-		if len(step.History) > 0 && !step.ResetHistory {
-			expect = step.History[0].Seq
-		}
-		if step.Create != nil {
-			expect = 0
-		}
-		setOut := step.Status != "" && (step.Status.Terminal() || step.Output != nil || step.Error != "")
-		release := step.ReleaseLease || step.Status.Terminal()
-		var restartLog *string // NULL keeps the stored log
-		if step.RestartLog != nil {
-			enc := rowcodec.EncodeTimes(step.RestartLog)
-			restartLog = &enc
-		}
-		add(op{label: "update instance", name: sqlUpdateInstance,
-			args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), setOut, step.Output, step.Error,
-				release, step.IncRestarts, nowNS, id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL)},
-			check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, step.TakeLease != "") }})
+	c.r.locks[k] = c.r.locks[k] || exclusive
+}
+
+// create inserts the new instance; if the ID is taken, nothing of the step
+// applies and the caller gets the instance that holds it.
+func (c *compiler) create() {
+	step, in := c.step, c.step.Create
+	if in == nil {
+		return
 	}
-	if step.ResetHistory {
-		add(op{label: "reset history", name: sqlResetHistory, args: []any{id}})
+	r, cid := c.r, in.ID
+	c.add(op{label: "insert instance", name: sqlInsertInstance,
+		args: []any{in.ID, in.Workflow, string(step.CreateStatus()), in.Input, in.Parent, in.LeaseOwner, in.LeaseEpoch, ns(in.LeaseExpires),
+			c.now.UnixNano(), rowcodec.EncodeTimes(step.CreateRestarts()), int64(step.LeaseTTL), int32(persistence.BucketOf(in.ID)),
+			step.CreateHistoryLen()},
+		check: func(*pgconn.PgError) (error, *op) {
+			return nil, &op{req: r, follow: true, label: "read existing instance", name: sqlInstance, args: []any{cid},
+				read: func(br pgx.BatchResults) error {
+					inst, err := scanInstance(br.QueryRow())
+					if err != nil {
+						return err
+					}
+					r.res.Existing = &inst
+					return nil
+				}}
+		}})
+}
+
+// instance updates the instance's row under the step's conditions (lease
+// epoch, history position, not ended, TakeLease's lease free); if it
+// matches nothing, a diagnosis says which condition failed.
+func (c *compiler) instance() {
+	step := c.step
+	if !step.UpdatesInstance() {
+		return
 	}
-	for _, e := range step.History {
+	var restartLog *string // NULL keeps the stored log
+	if step.RestartLog != nil {
+		enc := rowcodec.EncodeTimes(step.RestartLog)
+		restartLog = &enc
+	}
+	r, id, epoch, expect, take := c.r, c.id, c.epoch, step.ExpectHistoryLen(), step.TakeLease != ""
+	c.add(op{label: "update instance", name: sqlUpdateInstance,
+		args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), step.SetsOutput(), step.Output, step.Error,
+			step.ReleasesLease(), step.IncRestarts, c.now.UnixNano(), id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL)},
+		check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, take) }})
+}
+
+// history drops the current run's history on ResetHistory and appends.
+func (c *compiler) history() {
+	if c.step.ResetHistory {
+		c.add(op{label: "reset history", name: sqlResetHistory, args: []any{c.id}})
+	}
+	for _, e := range c.step.History {
 		at := e.At
 		if at.IsZero() {
-			at = now
+			at = c.now
 		}
-		add(op{label: "append history " + id, name: sqlInsertEvent,
-			args: []any{id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano(), e.Digest}})
+		c.add(op{label: "append history " + c.id, name: sqlInsertEvent,
+			args: []any{c.id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, at.UnixNano(), e.Digest}})
 	}
-	for _, seq := range step.Consume {
+}
+
+// consume deletes the consumed messages, every one of which must exist.
+func (c *compiler) consume() {
+	for _, seq := range c.step.Consume {
 		name := sqlConsume
-		if r.attempt == 0 {
+		if c.r.attempt == 0 {
 			name = sqlConsumeNowait
 		}
-		add(op{label: "consume message", name: name, args: []any{seq},
+		c.add(op{label: "consume message", name: name, args: []any{seq},
 			check: func(*pgconn.PgError) (error, *op) {
 				return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq), nil
 			}})
 	}
-	if len(step.Claim) > 0 {
-		add(op{label: "claim messages", name: sqlClaim, args: []any{id, step.Claim},
-			read: func(br pgx.BatchResults) error {
-				rows, _ := br.Query()
-				for rows.Next() {
-					var seq int64
-					if err := rows.Scan(&seq); err != nil {
-						rows.Close()
-						return err
-					}
-					r.res.Claimed = append(r.res.Claimed, seq)
-				}
-				rows.Close()
-				return rows.Err()
-			}})
+}
+
+// claim moves the queued messages still there into the instance's mailbox.
+func (c *compiler) claim() {
+	if len(c.step.Claim) == 0 {
+		return
 	}
-	unclaim := func(channel string) {
-		add(op{label: "return claimed messages", name: sqlUnclaim, args: []any{id, channel},
-			read: func(br pgx.BatchResults) error {
-				rows, _ := br.Query()
-				for rows.Next() {
-					var q persistence.QueuedMessage
-					if err := rows.Scan(&q.Channel, &q.Type, &q.Subscribers); err != nil {
-						rows.Close()
-						return err
-					}
-					if len(q.Subscribers) > 0 {
-						r.res.Woken = append(r.res.Woken, q.Subscribers...)
-						r.res.Queued = append(r.res.Queued, q)
-					}
+	r := c.r
+	c.add(op{label: "claim messages", name: sqlClaim, args: []any{c.id, c.step.Claim},
+		read: func(br pgx.BatchResults) error {
+			rows, _ := br.Query()
+			for rows.Next() {
+				var seq int64
+				if err := rows.Scan(&seq); err != nil {
+					rows.Close()
+					return err
 				}
-				rows.Close()
-				return rows.Err()
-			}})
-	}
-	for _, sub := range step.Subscribe {
+				r.res.Claimed = append(r.res.Claimed, seq)
+			}
+			rows.Close()
+			return rows.Err()
+		}})
+}
+
+// unclaim gives back what the instance claimed from channel (from every
+// channel if ""), waking a competing consumer for each message.
+func (c *compiler) unclaim(channel string) {
+	r := c.r
+	c.add(op{label: "return claimed messages", name: sqlUnclaim, args: []any{c.id, channel},
+		read: func(br pgx.BatchResults) error {
+			rows, _ := br.Query()
+			for rows.Next() {
+				var q persistence.QueuedMessage
+				if err := rows.Scan(&q.Channel, &q.Type, &q.Subscribers); err != nil {
+					rows.Close()
+					return err
+				}
+				if len(q.Subscribers) > 0 {
+					r.res.Woken = append(r.res.Woken, q.Subscribers...)
+					r.res.Queued = append(r.res.Queued, q)
+				}
+			}
+			rows.Close()
+			return rows.Err()
+		}})
+}
+
+// subscriptions subscribes, then unsubscribes, giving back what the
+// instance claimed from each channel it leaves.
+func (c *compiler) subscriptions() {
+	for _, sub := range c.step.Subscribe {
 		// The channel lock (taken at the start of the batch, see
 		// batchLocks) makes the mode check and the insert one atomic act
 		// across transactions; publishing takes it shared.
-		lock(true, s.chanLocks, sub.Channel)
-		add(op{label: "subscribe", name: sqlSubscribeCheck, args: []any{sub.Channel, id, string(sub.Mode)},
+		c.lock(true, c.s.chanLocks, sub.Channel)
+		c.add(op{label: "subscribe", name: sqlSubscribeCheck, args: []any{sub.Channel, c.id, string(sub.Mode)},
 			check: modeConflict(sub.Channel, sub.Mode)})
-		add(op{label: "subscribe", name: sqlSubscribe, args: []any{id, sub.Channel, string(sub.Mode)}})
+		c.add(op{label: "subscribe", name: sqlSubscribe, args: []any{c.id, sub.Channel, string(sub.Mode)}})
 	}
-	for _, ch := range step.Unsubscribe {
-		add(op{label: "unsubscribe", name: sqlUnsubscribe, args: []any{id, ch}})
-		unclaim(ch)
+	for _, ch := range c.step.Unsubscribe {
+		c.add(op{label: "unsubscribe", name: sqlUnsubscribe, args: []any{c.id, ch}})
+		c.unclaim(ch)
 	}
-	for i, m := range step.Send {
-		if r.used[i] {
-			r.res.Duplicates = append(r.res.Duplicates, m.ID)
+}
+
+// send adds the step's messages, in order.
+func (c *compiler) send() {
+	for i := range c.step.Send {
+		m := &c.step.Send[i]
+		if c.r.used[i] {
+			c.r.res.Duplicates = append(c.r.res.Duplicates, m.ID)
 			continue
 		}
 		if m.Dedupe {
-			// First, as in the SQLite driver: a duplicate is skipped
-			// whatever became of its target or channel since. A used ID
-			// fails this statement; runTx then marks the message used and
-			// applies the step again without it (see errUsed).
-			add(op{label: "record message ID", name: sqlUseMessageID, args: []any{m.ID, nowNS},
-				check: func(*pgconn.PgError) (error, *op) {
-					if r.used == nil {
-						r.used = map[int]bool{}
-					}
-					r.used[i] = true
-					return errUsed, nil
-				}})
+			c.useID(i, m.ID)
 		}
 		var meta any
 		if len(m.Metadata) > 0 {
@@ -193,98 +223,141 @@ func (s *Store) compile(r *writeReq) []op {
 		}
 		at := m.PublishedAt
 		if at.IsZero() {
-			at = now
+			at = c.now
 		}
 		if m.Target != "" {
-			if m.Channel != "" {
-				lock(false, s.chanLocks, m.Channel)
-				add(op{label: "send", name: sqlDirectCheck, args: []any{m.Channel}, check: modeConflict(m.Channel, persistence.Direct)})
-			}
-			// Shared, against the exclusive lock a step ending the target
-			// takes: the message either lands before the target's mailbox
-			// is dropped (and is dropped with it) or sees the target ended.
-			lock(false, s.instLocks, m.Target)
-			if m.MustDeliver {
-				target := m.Target
-				add(op{label: "send", name: sqlTargetCheck, args: []any{target},
-					check: func(pe *pgconn.PgError) (error, *op) {
-						if pe.Message == checkNotFound {
-							return fmt.Errorf("%w: %s", persistence.ErrNotFound, target), nil
-						}
-						return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, target, pe.Detail), nil
-					}})
-			}
-			target := m.Target
-			add(op{label: "send", name: sqlSendDirect, args: []any{m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano(), m.Type},
-				read: func(br pgx.BatchResults) error {
-					tag, err := br.Exec()
-					if err == nil && tag.RowsAffected() > 0 {
-						r.res.Woken = append(r.res.Woken, target)
-					}
-					return err
-				}})
-			continue
+			c.sendDirect(m, meta, at)
+		} else {
+			c.publish(m, meta, at)
 		}
-		args := []any{m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano(), m.Type}
-		if m.Channel == "" {
-			add(op{label: "publish", name: sqlQueue, args: args})
-			continue
-		}
-		lock(false, s.chanLocks, m.Channel)
-		channel, typ := m.Channel, m.Type
-		add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
-			read: func(br pgx.BatchResults) error {
-				rows, _ := br.Query()
-				var ids []string
-				var mode string
-				for rows.Next() {
-					var id string
-					var ok bool
-					if err := rows.Scan(&id, &ok, &mode); err != nil {
-						rows.Close()
-						return err
-					}
-					ids = append(ids, id)
+	}
+}
+
+// useID records the ID of the Dedupe message Send[i], first, as in every
+// driver: a duplicate is skipped whatever became of its target or channel
+// since. A used ID fails this statement; runTx then marks the message used
+// and applies the step again without it (see errUsed).
+func (c *compiler) useID(i int, id string) {
+	r := c.r
+	c.add(op{label: "record message ID", name: sqlUseMessageID, args: []any{id, c.now.UnixNano()},
+		check: func(*pgconn.PgError) (error, *op) {
+			if r.used == nil {
+				r.used = map[int]bool{}
+			}
+			r.used[i] = true
+			return errUsed, nil
+		}})
+}
+
+// sendDirect sends a message to its Target: checked against the channel's
+// mode, and against the target's existence with MustDeliver.
+func (c *compiler) sendDirect(m *persistence.NewMessage, meta any, at time.Time) {
+	if m.Channel != "" {
+		c.lock(false, c.s.chanLocks, m.Channel)
+		c.add(op{label: "send", name: sqlDirectCheck, args: []any{m.Channel}, check: modeConflict(m.Channel, persistence.Direct)})
+	}
+	// Shared, against the exclusive lock a step ending the target
+	// takes: the message either lands before the target's mailbox
+	// is dropped (and is dropped with it) or sees the target ended.
+	c.lock(false, c.s.instLocks, m.Target)
+	r, target := c.r, m.Target
+	if m.MustDeliver {
+		c.add(op{label: "send", name: sqlTargetCheck, args: []any{target},
+			check: func(pe *pgconn.PgError) (error, *op) {
+				if pe.Message == checkNotFound {
+					return fmt.Errorf("%w: %s", persistence.ErrNotFound, target), nil
 				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
+				return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, target, pe.Detail), nil
+			}})
+	}
+	c.add(op{label: "send", name: sqlSendDirect, args: []any{m.ID, m.Channel, m.Target, m.Sender, m.Payload, meta, at.UnixNano(), m.Type},
+		read: func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			if err == nil && tag.RowsAffected() > 0 {
+				r.res.Woken = append(r.res.Woken, target)
+			}
+			return err
+		}})
+}
+
+// publish publishes a message on its channel: copied to every broadcast
+// subscriber, else queued; the subscribers are woken.
+func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
+	args := []any{m.ID, m.Channel, m.Sender, m.Payload, meta, at.UnixNano(), m.Type}
+	if m.Channel == "" {
+		c.add(op{label: "publish", name: sqlQueue, args: args})
+		return
+	}
+	c.lock(false, c.s.chanLocks, m.Channel)
+	r, channel, typ := c.r, m.Channel, m.Type
+	c.add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
+		read: func(br pgx.BatchResults) error {
+			rows, _ := br.Query()
+			var ids []string
+			var mode string
+			for rows.Next() {
+				var id string
+				var ok bool
+				if err := rows.Scan(&id, &ok, &mode); err != nil {
+					rows.Close()
 					return err
 				}
-				r.res.Woken = append(r.res.Woken, ids...)
-				if persistence.Mode(mode) == persistence.Competing {
-					r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: channel, Type: typ, Subscribers: ids})
-				}
-				return nil
-			},
-			check: modeConflict(m.Channel, persistence.Broadcast)})
-		add(op{label: "publish", name: sqlPublish, args: args})
+				ids = append(ids, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			r.res.Woken = append(r.res.Woken, ids...)
+			if persistence.Mode(mode) == persistence.Competing {
+				r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: channel, Type: typ, Subscribers: ids})
+			}
+			return nil
+		},
+		check: modeConflict(m.Channel, persistence.Broadcast)})
+	c.add(op{label: "publish", name: sqlPublish, args: args})
+}
+
+// timers cancels, fires (each must exist) and adds (or moves) timers.
+func (c *compiler) timers() {
+	id := c.id
+	for _, t := range c.step.CancelTimers {
+		c.add(op{label: "cancel timer", name: sqlCancelTimer, args: []any{id, t}})
 	}
-	for _, t := range step.CancelTimers {
-		add(op{label: "cancel timer", name: sqlCancelTimer, args: []any{id, t}})
-	}
-	for _, t := range step.FireTimers {
-		add(op{label: "fire timer", name: sqlFireTimer, args: []any{id, t},
+	for _, t := range c.step.FireTimers {
+		c.add(op{label: "fire timer", name: sqlFireTimer, args: []any{id, t},
 			check: func(*pgconn.PgError) (error, *op) {
 				return fmt.Errorf("%w: %s/%s", persistence.ErrTimerGone, id, t), nil
 			}})
 	}
-	for _, t := range step.AddTimers {
-		add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano(), int32(persistence.BucketOf(id))}})
+	for _, t := range c.step.AddTimers {
+		c.add(op{label: "add timer", name: sqlAddTimer, args: []any{id, t.ID, t.Due.UnixNano(), int32(persistence.BucketOf(id))}})
 	}
-	for _, e := range step.Emit {
+}
+
+// emit adds the step's outgoing events to the outbox. (runTx adds the
+// NOTIFY that wakes other processes' relayers.)
+func (c *compiler) emit() {
+	for _, e := range c.step.Emit {
 		at := e.At
 		if at.IsZero() {
-			at = now
+			at = c.now
 		}
-		add(op{label: "emit " + e.ID, name: sqlEmit, args: []any{e.ID, e.Instance, e.Type, e.Data, at.UnixNano()}})
+		c.add(op{label: "emit " + e.ID, name: sqlEmit, args: []any{e.ID, e.Instance, e.Type, e.Data, at.UnixNano()}})
 	}
-	if step.Status.Terminal() {
-		lock(true, s.instLocks, id)
-		add(op{label: "release ended instance", name: sqlEndInstance, args: []any{id}})
-		unclaim("")
-		add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{id}})
+}
+
+// end cleans up after an instance the step ended: its subscriptions and
+// timers go, what it claimed goes back to its queues, its mail goes. (The
+// update released its lease.)
+func (c *compiler) end() {
+	if !c.step.Status.Terminal() {
+		return
 	}
-	return ops
+	c.lock(true, c.s.instLocks, c.id)
+	c.add(op{label: "release ended instance", name: sqlEndInstance, args: []any{c.id}})
+	c.unclaim("")
+	c.add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{c.id}})
 }
 
 // errUsed is the outcome of a Dedupe message's ID check that found the ID

@@ -231,12 +231,6 @@ func stepKey(st persistence.Step) string {
 func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) error {
 	multi := len(batch) > 1
 	var sql int
-	for _, r := range batch {
-		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
-		r.ops = s.compile(r)
-		sql += len(r.ops)
-	}
-	ctl := func(name string) op { return op{label: name, name: name} }
 	// A batch that emits wakes the relayers of other processes with a
 	// NOTIFY in its own transaction: delivered at the commit, and never
 	// for a rollback. Unlike wake-ups (see notifier) it cannot be lost to
@@ -247,60 +241,19 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	// needless notification, which costs a relayer one empty claim.
 	notify := false
 	for _, r := range batch {
+		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
+		r.ops = s.compile(r)
+		sql += len(r.ops)
 		notify = notify || len(r.step.Emit) > 0
 	}
-	pre := []op{ctl(sqlBegin)}
-	if l, ok := batchLocks(batch); ok {
-		pre = append(pre, l)
-	}
-	next := 0
 	if sql == 0 {
 		return nil // nothing to write: empty steps, or only known duplicates to send
 	}
-	fatal := func(err error) {
-		// Nothing of this transaction commits. Steps whose failure is
-		// already known keep their error; every other one (including a
-		// step whose outcome a follow-up statement was to decide) gets err.
-		for _, r := range batch {
-			if r.err == nil || r.retry {
-				r.err, r.retry = err, false
-			}
-		}
-	}
+	pre := beginOps(batch)
+	next := 0
 	for {
-		ops := append([]op(nil), pre...)
-		for _, r := range batch[next:] {
-			if len(r.ops) == 0 {
-				continue // nothing to write
-			}
-			if multi {
-				ops = append(ops, ctl(sqlSavepoint))
-			}
-			ops = append(ops, r.ops...)
-			if multi {
-				ops = append(ops, ctl(sqlRelease))
-			}
-		}
-		if notify {
-			ops = append(ops, op{label: "notify relayers", name: sqlNotify, args: []any{s.outboxChannel, s.origin}})
-		}
-		ops = append(ops, op{label: "commit", name: sqlCommit, read: readCommit})
-
-		b := &pgx.Batch{}
-		for i := range ops {
-			b.Queue(ops[i].name, ops[i].args...)
-		}
-		br := conn.SendBatch(ctx, b)
-		failAt, err := -1, error(nil)
-		for i := range ops {
-			if err = ops[i].run(br); err != nil {
-				failAt = i
-				break
-			}
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			failAt, err = len(ops)-1, cerr
-		}
+		ops := s.pipeline(batch[next:], pre, multi, notify)
+		failAt, err := runOps(ctx, conn, ops)
 		if err == nil {
 			return nil // committed
 		}
@@ -323,7 +276,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			// connection broke after COMMIT was sent, the outcome is not
 			// known; the error says so only by being an error.)
 			err = fmt.Errorf("postgres: %s: %w", o.label, err)
-			fatal(err)
+			fatal(batch, err)
 			if conn.Conn().PgConn().TxStatus() == 'E' || conn.Conn().PgConn().TxStatus() == 'T' {
 				_, _ = conn.Exec(ctx, sqlRollback)
 			}
@@ -331,22 +284,14 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		}
 
 		r := o.req
-		var follow *op
-		switch {
-		case retryable(err):
-			r.retry = true
-			r.err = fmt.Errorf("postgres: %s: %w", o.label, err)
-		case pe.Code == checkCode && o.check != nil:
-			r.err, follow = o.check(pe)
-		default:
-			r.err = fmt.Errorf("postgres: %s: %w", o.label, err)
-		}
+		follow := stepFailed(&o, err, pe)
 		for i, x := range batch {
 			if x == r {
 				next = i + 1
 			}
 		}
-		if errors.Is(r.err, errUsed) {
+		switch {
+		case errors.Is(r.err, errUsed):
 			// A Dedupe message was a duplicate (compile marked it): undo
 			// the step and apply it again without the message, in this
 			// transaction. Each round leaves out one more message, so this
@@ -360,42 +305,118 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			}
 			// Without a savepoint the transaction goes; the same pipeline
 			// starts the next one.
-			pre = []op{ctl(sqlRollback), ctl(sqlBegin)}
-			if l, ok := batchLocks(batch); ok {
-				pre = append(pre, l)
-			}
-			continue
-		}
-		if multi {
+			pre = append([]op{ctl(sqlRollback)}, beginOps(batch)...)
+		case multi:
 			pre = []op{ctl(sqlRollbackTo), ctl(sqlRelease)}
 			if follow != nil {
 				pre = append(pre, *follow)
 			}
-			continue
+		default:
+			// A single step runs without a savepoint: roll the transaction
+			// back, then settle the step outside it.
+			settle(ctx, conn, r, follow)
+			return nil
 		}
-		// A single step runs without a savepoint: roll the transaction
-		// back, then settle the step outside it.
-		pre = []op{ctl(sqlRollback)}
-		if follow != nil {
-			pre = append(pre, *follow)
+	}
+}
+
+// ctl is a transaction control statement.
+func ctl(name string) op { return op{label: name, name: name} }
+
+// beginOps starts a transaction for batch: BEGIN, then its advisory locks.
+func beginOps(batch []*writeReq) []op {
+	pre := []op{ctl(sqlBegin)}
+	if l, ok := batchLocks(batch); ok {
+		pre = append(pre, l)
+	}
+	return pre
+}
+
+// pipeline is one round trip of runTx: pre (what starts or resumes the
+// transaction), the steps of batch, each between SAVEPOINT and RELEASE when
+// the batch has several, the relayers' NOTIFY, and COMMIT.
+func (s *Store) pipeline(batch []*writeReq, pre []op, multi, notify bool) []op {
+	ops := append([]op(nil), pre...)
+	for _, r := range batch {
+		if len(r.ops) == 0 {
+			continue // nothing to write
 		}
-		b = &pgx.Batch{}
-		for i := range pre {
-			b.Queue(pre[i].name, pre[i].args...)
+		if multi {
+			ops = append(ops, ctl(sqlSavepoint))
 		}
-		br = conn.SendBatch(ctx, b)
-		for i := range pre {
-			if err = pre[i].run(br); err != nil {
-				break
-			}
+		ops = append(ops, r.ops...)
+		if multi {
+			ops = append(ops, ctl(sqlRelease))
 		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
+	}
+	if notify {
+		ops = append(ops, op{label: "notify relayers", name: sqlNotify, args: []any{s.outboxChannel, s.origin}})
+	}
+	return append(ops, op{label: "commit", name: sqlCommit, read: readCommit})
+}
+
+// runOps sends ops as one pipeline and reads their results until the
+// first error: it returns the index of the statement that failed, and the
+// error.
+func runOps(ctx context.Context, conn *pgxpool.Conn, ops []op) (int, error) {
+	b := &pgx.Batch{}
+	for i := range ops {
+		b.Queue(ops[i].name, ops[i].args...)
+	}
+	br := conn.SendBatch(ctx, b)
+	failAt, err := -1, error(nil)
+	for i := range ops {
+		if err = ops[i].run(br); err != nil {
+			failAt = i
+			break
 		}
-		if err != nil {
-			r.err, r.retry = fmt.Errorf("postgres: settle failed step: %w", err), false
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		failAt, err = len(ops)-1, cerr
+	}
+	return failAt, err
+}
+
+// fatal sets the outcome of a batch whose transaction failed: nothing of
+// it commits. Steps whose failure is already known keep their error; every
+// other one (including a step whose outcome a follow-up statement was to
+// decide) gets err.
+func fatal(batch []*writeReq, err error) {
+	for _, r := range batch {
+		if r.err == nil || r.retry {
+			r.err, r.retry = err, false
 		}
-		return nil
+	}
+}
+
+// stepFailed sets the outcome of the step whose statement o failed with
+// err (pe): a retry for a lost conflict, the error o's check maps a
+// failed condition to, or err. It returns the statement that is to settle
+// the step after the rollback, if any.
+func stepFailed(o *op, err error, pe *pgconn.PgError) *op {
+	r := o.req
+	var follow *op
+	switch {
+	case retryable(err):
+		r.retry = true
+		r.err = fmt.Errorf("postgres: %s: %w", o.label, err)
+	case pe.Code == checkCode && o.check != nil:
+		r.err, follow = o.check(pe)
+	default:
+		r.err = fmt.Errorf("postgres: %s: %w", o.label, err)
+	}
+	return follow
+}
+
+// settle rolls back the transaction of a batch of one failed step r and
+// runs follow, which decides r's outcome, outside it.
+func settle(ctx context.Context, conn *pgxpool.Conn, r *writeReq, follow *op) {
+	pre := []op{ctl(sqlRollback)}
+	if follow != nil {
+		pre = append(pre, *follow)
+	}
+	if _, err := runOps(ctx, conn, pre); err != nil {
+		r.err, r.retry = fmt.Errorf("postgres: settle failed step: %w", err), false
 	}
 }
 

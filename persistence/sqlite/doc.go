@@ -17,6 +17,9 @@
 // usually back by then; a lone caller never waits. Options.Synchronous =
 // Normal trades power-loss durability for latency where that is acceptable.
 //
+// A step is applied as persistence.Step specifies, one small function per
+// concern in that order (see applyStep), each with prepared statements.
+//
 // Several processes may open one file: migrations run under BEGIN IMMEDIATE,
 // writes take the write lock with a busy timeout, and leases fence writers.
 //

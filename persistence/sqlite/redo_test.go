@@ -51,7 +51,7 @@ func TestSimpleStepFailingAfterWritingInSharedCommit(t *testing.T) {
 		}
 		batch[i] = &writeReq{simple: true, done: make(chan struct{}), fn: func(tx *sql.Tx) error {
 			var res persistence.StepResult
-			return st.applyStep(tx, step, &res)
+			return st.applyStep(tx, &step, &res)
 		}}
 	}
 	st.commit(batch)

@@ -163,7 +163,7 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 	}
 	err := s.write(ctx, simple(step), func(tx *sql.Tx) error {
 		res = persistence.StepResult{}
-		return s.applyStep(tx, step, &res)
+		return s.applyStep(tx, &step, &res)
 	})
 	return res, err
 }
@@ -206,227 +206,310 @@ func b2i(b bool) int {
 	return 0
 }
 
-func (s *Store) applyStep(tx *sql.Tx, step persistence.Step, res *persistence.StepResult) error {
-	now := time.Now()
-	id := step.Instance
-	epoch := step.Epoch
-	adds := stepHolds(step)
-	holds := holdsAll // what an ending instance has to clean up
-	// Most steps only append history and set what the instance holds.
-	appendOnly := !step.ResetHistory && step.Status == "" && !step.ReleaseLease && !step.IncRestarts && step.RestartLog == nil && step.TakeLease == ""
+// stepWriter applies one step in the writer's transaction, one method per
+// concern, in the order persistence.Step specifies.
+type stepWriter struct {
+	s     *Store
+	tx    *sql.Tx
+	step  *persistence.Step
+	res   *persistence.StepResult
+	now   time.Time
+	id    string
+	epoch int64
+	adds  int64 // what the step adds to the instance's holds
+	holds int64 // what an ending instance has to clean up
+	ss    sendState
+}
+
+// applyStep applies step in tx. It takes the step by pointer: w's fields
+// escape (tx is kept by stmt), and with them a copy of the step would.
+func (s *Store) applyStep(tx *sql.Tx, step *persistence.Step, res *persistence.StepResult) error {
+	w := stepWriter{s: s, tx: tx, step: step, res: res, now: time.Now(), adds: stepHolds(step), holds: holdsAll}
+	w.id, w.epoch = step.Target()
 	if step.Create != nil {
-		c := step.Create
-		status := c.Status
-		if status == "" {
-			status = persistence.StatusRunning
-		}
-		restarts := c.RecentRestarts
-		if step.RestartLog != nil {
-			restarts = step.RestartLog
-		}
-		expires := ns(c.LeaseExpires)
-		if step.LeaseTTL > 0 {
-			expires = now.Add(step.LeaseTTL).UnixNano()
-		}
-		// A new instance whose step only appends history is written whole
-		// by the insert.
-		var hlen int
-		if appendOnly {
-			hlen = len(step.History)
-		}
-		r, err := s.stmt(tx, s.st.insertInstance).Exec(c.ID, c.Workflow, string(status), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch,
-			expires, rowcodec.EncodeTimes(restarts), hlen, now.UnixNano(), now.UnixNano(), persistence.BucketOf(c.ID), adds)
-		if err != nil {
-			return fmt.Errorf("sqlite: insert instance: %w", err)
-		}
-		if n, _ := r.RowsAffected(); n == 0 {
-			inst, err := scanInstance(tx.QueryRow(instanceSelect+` WHERE id = ?`, c.ID))
-			if err != nil {
-				return fmt.Errorf("sqlite: read existing instance: %w", err)
-			}
-			res.Existing = &inst
-			return nil
-		}
-		id, epoch = c.ID, c.LeaseEpoch
-	}
-	if id != "" && (step.Create == nil || (!appendOnly && (len(step.History) > 0 || step.Status != ""))) {
-		expect := int64(-1)
-		if len(step.History) > 0 && !step.ResetHistory {
-			expect = step.History[0].Seq
-		}
-		if step.Create != nil {
-			expect = 0
-		}
-		var setOut bool
-		if step.Status != "" && (step.Status.Terminal() || step.Output != nil || step.Error != "") {
-			setOut = true
-		}
-		release := step.ReleaseLease || step.Status.Terminal()
-		var restartLog any // NULL keeps the stored log
-		if step.RestartLog != nil {
-			restartLog = rowcodec.EncodeTimes(step.RestartLog)
-		}
-		var n int64
-		var err error
-		if appendOnly {
-			var r sql.Result
-			if r, err = s.stmt(tx, s.st.appendInstance).Exec(len(step.History), now.UnixNano(), id, epoch, expect, adds); err == nil {
-				n, _ = r.RowsAffected()
-			}
-		} else {
-			var expires int64
-			if step.TakeLease != "" {
-				expires = now.Add(step.LeaseTTL).UnixNano()
-			}
-			args := []any{b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(setOut),
-				step.Output, step.Error, b2i(release), b2i(step.IncRestarts), now.UnixNano(), id, epoch, expect, restartLog,
-				step.TakeLease, expires, adds}
-			var r sql.Result
-			if r, err = s.stmt(tx, s.st.updateInstance).Exec(args...); err == nil {
-				n, _ = r.RowsAffected()
-			}
-			if n > 0 && step.Status.Terminal() {
-				// What the instance holds, so that the clean-up below
-				// skips what it never had.
-				err = s.stmt(tx, s.st.instanceHolds).QueryRow(id).Scan(&holds)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: update instance: %w", err)
-		}
-		if n == 0 {
-			return s.diagnose(tx, id, epoch, expect, step.TakeLease != "")
+		if created, err := w.create(); err != nil || !created {
+			return err
 		}
 	}
-	if step.ResetHistory {
-		if _, err := tx.Exec(`DELETE FROM history WHERE instance_id = ?`, id); err != nil {
+	if err := w.instance(); err != nil {
+		return err
+	}
+	if err := w.history(); err != nil {
+		return err
+	}
+	if err := w.consume(); err != nil {
+		return err
+	}
+	if err := w.claim(); err != nil {
+		return err
+	}
+	if err := w.subscriptions(); err != nil {
+		return err
+	}
+	if err := w.send(); err != nil {
+		return err
+	}
+	if err := w.timers(); err != nil {
+		return err
+	}
+	if err := w.emit(); err != nil {
+		return err
+	}
+	return w.end()
+}
+
+// create inserts the new instance. It reports false, with StepResult.Existing
+// set, if the ID is taken: then nothing else of the step applies.
+func (w *stepWriter) create() (bool, error) {
+	step, c := w.step, w.step.Create
+	expires := ns(c.LeaseExpires)
+	if step.LeaseTTL > 0 {
+		expires = w.now.Add(step.LeaseTTL).UnixNano()
+	}
+	r, err := w.s.stmt(w.tx, w.s.st.insertInstance).Exec(c.ID, c.Workflow, string(step.CreateStatus()), c.Input, c.Parent, c.LeaseOwner, c.LeaseEpoch,
+		expires, rowcodec.EncodeTimes(step.CreateRestarts()), step.CreateHistoryLen(), w.now.UnixNano(), w.now.UnixNano(), persistence.BucketOf(c.ID), w.adds)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: insert instance: %w", err)
+	}
+	if n, _ := r.RowsAffected(); n > 0 {
+		return true, nil
+	}
+	inst, err := scanInstance(w.tx.QueryRow(instanceSelect+` WHERE id = ?`, c.ID))
+	if err != nil {
+		return false, fmt.Errorf("sqlite: read existing instance: %w", err)
+	}
+	w.res.Existing = &inst
+	return false, nil
+}
+
+// instance updates the instance's row under the step's conditions (lease
+// epoch, history position, not ended, TakeLease's lease free) and says
+// which one failed if it matched nothing.
+func (w *stepWriter) instance() error {
+	step := w.step
+	if !step.UpdatesInstance() {
+		return nil
+	}
+	expect := step.ExpectHistoryLen()
+	var n int64
+	var err error
+	if step.AppendOnly() {
+		n, err = w.appendRow(expect)
+	} else {
+		n, err = w.updateRow(expect)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: update instance: %w", err)
+	}
+	if n == 0 {
+		return w.s.diagnose(w.tx, w.id, w.epoch, expect, step.TakeLease != "")
+	}
+	return nil
+}
+
+// appendRow is the update of a step that only appends history: it sets no
+// indexed column but updated_at (see stmts.appendInstance).
+func (w *stepWriter) appendRow(expect int64) (int64, error) {
+	r, err := w.s.stmt(w.tx, w.s.st.appendInstance).Exec(len(w.step.History), w.now.UnixNano(), w.id, w.epoch, expect, w.adds)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := r.RowsAffected()
+	return n, nil
+}
+
+// updateRow is the full update: status, output, lease, restarts, run. An
+// ending update also reads what the instance holds, for end.
+func (w *stepWriter) updateRow(expect int64) (int64, error) {
+	step := w.step
+	var restartLog any // NULL keeps the stored log
+	if step.RestartLog != nil {
+		restartLog = rowcodec.EncodeTimes(step.RestartLog)
+	}
+	var expires int64
+	if step.TakeLease != "" {
+		expires = w.now.Add(step.LeaseTTL).UnixNano()
+	}
+	r, err := w.s.stmt(w.tx, w.s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(step.SetsOutput()),
+		step.Output, step.Error, b2i(step.ReleasesLease()), b2i(step.IncRestarts), w.now.UnixNano(), w.id, w.epoch, expect, restartLog,
+		step.TakeLease, expires, w.adds)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := r.RowsAffected()
+	if n > 0 && step.Status.Terminal() {
+		// What the instance holds, so that end skips what it never had.
+		// (Scanned into a local: w itself would escape to the heap.)
+		var holds int64
+		err = w.s.stmt(w.tx, w.s.st.instanceHolds).QueryRow(w.id).Scan(&holds)
+		w.holds = holds
+	}
+	return n, err
+}
+
+// history drops the current run's history on ResetHistory and appends.
+func (w *stepWriter) history() error {
+	if w.step.ResetHistory {
+		if _, err := w.tx.Exec(`DELETE FROM history WHERE instance_id = ?`, w.id); err != nil {
 			return fmt.Errorf("sqlite: reset history: %w", err)
 		}
 	}
-	if len(step.History) > 0 {
-		ins := s.stmt(tx, s.st.insertEvent)
-		for _, e := range step.History {
-			at := e.At
-			if at.IsZero() {
-				at = now
-			}
-			if _, err := ins.Exec(id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, e.Digest, at.UnixNano()); err != nil {
-				return fmt.Errorf("sqlite: append history %s#%d: %w", id, e.Seq, err)
-			}
+	if len(w.step.History) == 0 {
+		return nil
+	}
+	ins := w.s.stmt(w.tx, w.s.st.insertEvent)
+	for _, e := range w.step.History {
+		at := e.At
+		if at.IsZero() {
+			at = w.now
+		}
+		if _, err := ins.Exec(w.id, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, e.Digest, at.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: append history %s#%d: %w", w.id, e.Seq, err)
 		}
 	}
-	if len(step.Consume) > 0 {
-		del := s.stmt(tx, s.st.deleteMessage)
-		for _, seq := range step.Consume {
-			r, err := del.Exec(seq)
-			if err != nil {
-				return fmt.Errorf("sqlite: consume message: %w", err)
-			}
-			if n, _ := r.RowsAffected(); n == 0 {
-				return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq)
-			}
+	return nil
+}
+
+// consume deletes the consumed messages, every one of which must exist.
+func (w *stepWriter) consume() error {
+	if len(w.step.Consume) == 0 {
+		return nil
+	}
+	del := w.s.stmt(w.tx, w.s.st.deleteMessage)
+	for _, seq := range w.step.Consume {
+		r, err := del.Exec(seq)
+		if err != nil {
+			return fmt.Errorf("sqlite: consume message: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq)
 		}
 	}
-	if len(step.Claim) > 0 {
-		claim := s.stmt(tx, s.st.claimMessage)
-		for _, seq := range step.Claim {
-			r, err := claim.Exec(id, seq)
-			if err != nil {
-				return fmt.Errorf("sqlite: claim message: %w", err)
-			}
-			if n, _ := r.RowsAffected(); n > 0 {
-				res.Claimed = append(res.Claimed, seq)
-			}
+	return nil
+}
+
+// claim moves the queued messages still there into the instance's mailbox.
+func (w *stepWriter) claim() error {
+	if len(w.step.Claim) == 0 {
+		return nil
+	}
+	claim := w.s.stmt(w.tx, w.s.st.claimMessage)
+	for _, seq := range w.step.Claim {
+		r, err := claim.Exec(w.id, seq)
+		if err != nil {
+			return fmt.Errorf("sqlite: claim message: %w", err)
+		}
+		if n, _ := r.RowsAffected(); n > 0 {
+			w.res.Claimed = append(w.res.Claimed, seq)
 		}
 	}
-	for _, sub := range step.Subscribe {
-		if err := s.subscribe(tx, id, sub); err != nil {
+	return nil
+}
+
+// subscriptions subscribes, then unsubscribes, giving back what the
+// instance claimed from each channel it leaves.
+func (w *stepWriter) subscriptions() error {
+	for _, sub := range w.step.Subscribe {
+		if err := w.s.subscribe(w.tx, w.id, sub); err != nil {
 			return err
 		}
 	}
-	var ss *sendState
-	for _, ch := range step.Unsubscribe {
-		if _, err := s.stmt(tx, s.st.deleteSub).Exec(id, ch); err != nil {
+	for _, ch := range w.step.Unsubscribe {
+		if _, err := w.s.stmt(w.tx, w.s.st.deleteSub).Exec(w.id, ch); err != nil {
 			return fmt.Errorf("sqlite: unsubscribe: %w", err)
 		}
-		if ss == nil {
-			ss = &sendState{}
-		}
-		if err := s.unclaim(tx, ss, id, ch, res); err != nil {
+		if err := w.s.unclaim(w.tx, &w.ss, w.id, ch, w.res); err != nil {
 			return err
 		}
 	}
-	if len(step.Send) > 0 {
-		if ss == nil {
-			ss = &sendState{}
-		}
-		for _, m := range step.Send {
-			if err := s.send(tx, ss, m, now, res); err != nil {
-				return err
-			}
+	return nil
+}
+
+// send adds the step's messages, in order.
+func (w *stepWriter) send() error {
+	for _, m := range w.step.Send {
+		if err := w.s.send(w.tx, &w.ss, m, w.now, w.res); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// timers cancels, fires (each must exist) and adds (or moves) timers.
+func (w *stepWriter) timers() error {
+	step := w.step
 	if len(step.CancelTimers) > 0 || len(step.FireTimers) > 0 {
-		del := s.stmt(tx, s.st.deleteTimer)
+		del := w.s.stmt(w.tx, w.s.st.deleteTimer)
 		for _, t := range step.CancelTimers {
-			if _, err := del.Exec(id, t); err != nil {
+			if _, err := del.Exec(w.id, t); err != nil {
 				return fmt.Errorf("sqlite: cancel timer: %w", err)
 			}
 		}
 		for _, t := range step.FireTimers {
-			r, err := del.Exec(id, t)
+			r, err := del.Exec(w.id, t)
 			if err != nil {
 				return fmt.Errorf("sqlite: fire timer: %w", err)
 			}
 			if n, _ := r.RowsAffected(); n == 0 {
-				return fmt.Errorf("%w: %s/%s", persistence.ErrTimerGone, id, t)
+				return fmt.Errorf("%w: %s/%s", persistence.ErrTimerGone, w.id, t)
 			}
 		}
 	}
-	if len(step.AddTimers) > 0 {
-		up := s.stmt(tx, s.st.upsertTimer)
-		bucket := persistence.BucketOf(id)
-		for _, t := range step.AddTimers {
-			if _, err := up.Exec(id, t.ID, t.Due.UnixNano(), bucket); err != nil {
-				return fmt.Errorf("sqlite: add timer: %w", err)
-			}
+	if len(step.AddTimers) == 0 {
+		return nil
+	}
+	up := w.s.stmt(w.tx, w.s.st.upsertTimer)
+	bucket := persistence.BucketOf(w.id)
+	for _, t := range step.AddTimers {
+		if _, err := up.Exec(w.id, t.ID, t.Due.UnixNano(), bucket); err != nil {
+			return fmt.Errorf("sqlite: add timer: %w", err)
 		}
 	}
-	if len(step.Emit) > 0 {
-		ins := s.stmt(tx, s.st.insertOutbox)
-		for _, e := range step.Emit {
-			at := e.At
-			if at.IsZero() {
-				at = now
-			}
-			if _, err := ins.Exec(e.ID, e.Instance, e.Type, e.Data, at.UnixNano()); err != nil {
-				return fmt.Errorf("sqlite: emit %s: %w", e.ID, err)
-			}
+	return nil
+}
+
+// emit adds the step's outgoing events to the outbox.
+func (w *stepWriter) emit() error {
+	if len(w.step.Emit) == 0 {
+		return nil
+	}
+	ins := w.s.stmt(w.tx, w.s.st.insertOutbox)
+	for _, e := range w.step.Emit {
+		at := e.At
+		if at.IsZero() {
+			at = w.now
+		}
+		if _, err := ins.Exec(e.ID, e.Instance, e.Type, e.Data, at.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: emit %s: %w", e.ID, err)
 		}
 	}
-	if step.Status.Terminal() {
-		for _, d := range []struct {
-			bit int64
-			q   *sql.Stmt
-		}{{holdsSubs, s.st.dropSubs}, {holdsTimers, s.st.dropTimers}} {
-			if holds&d.bit == 0 {
-				continue
-			}
-			if _, err := s.stmt(tx, d.q).Exec(id); err != nil {
-				return fmt.Errorf("sqlite: release ended instance: %w", err)
-			}
-		}
-		if holds&holdsClaims != 0 {
-			if ss == nil {
-				ss = &sendState{}
-			}
-			if err := s.unclaim(tx, ss, id, "", res); err != nil {
-				return err
-			}
-		}
-		if _, err := s.stmt(tx, s.st.dropMail).Exec(id); err != nil {
+	return nil
+}
+
+// end cleans up after an instance the step ended: its subscriptions and
+// timers go, what it claimed goes back to its queues, its mail goes. (The
+// update released its lease.)
+func (w *stepWriter) end() error {
+	if !w.step.Status.Terminal() {
+		return nil
+	}
+	if w.holds&holdsSubs != 0 {
+		if _, err := w.s.stmt(w.tx, w.s.st.dropSubs).Exec(w.id); err != nil {
 			return fmt.Errorf("sqlite: release ended instance: %w", err)
 		}
+	}
+	if w.holds&holdsTimers != 0 {
+		if _, err := w.s.stmt(w.tx, w.s.st.dropTimers).Exec(w.id); err != nil {
+			return fmt.Errorf("sqlite: release ended instance: %w", err)
+		}
+	}
+	if w.holds&holdsClaims != 0 {
+		if err := w.s.unclaim(w.tx, &w.ss, w.id, "", w.res); err != nil {
+			return err
+		}
+	}
+	if _, err := w.s.stmt(w.tx, w.s.st.dropMail).Exec(w.id); err != nil {
+		return fmt.Errorf("sqlite: release ended instance: %w", err)
 	}
 	return nil
 }
@@ -441,7 +524,7 @@ const (
 )
 
 // stepHolds is what step adds to its instance's holds.
-func stepHolds(step persistence.Step) int64 {
+func stepHolds(step *persistence.Step) int64 {
 	var h int64
 	if len(step.Subscribe) > 0 {
 		h |= holdsSubs

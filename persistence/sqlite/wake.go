@@ -115,3 +115,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// ListenOutbox is not supported: nothing tells a SQLite store that another
+// process committed (relayers poll). It returns ErrUnsupported.
+func (s *Store) ListenOutbox(context.Context) (<-chan struct{}, error) {
+	return nil, fmt.Errorf("sqlite: listen for outgoing events: %w", persistence.ErrUnsupported)
+}

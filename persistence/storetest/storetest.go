@@ -1,5 +1,8 @@
 // Package storetest is the conformance suite every persistence driver must
-// pass. A driver's test calls Run with a function that opens a fresh, empty
+// pass: it checks persistence.Step's specification (each combination of
+// Step fields the runtime uses has a case) and the other Store methods,
+// including that a method a driver does not support refuses with
+// persistence.ErrUnsupported. A driver's test calls Run with a function that opens a fresh, empty
 // store (and RunShared with one that opens two stores on one database, for
 // drivers that several processes may share):
 //
@@ -76,6 +79,16 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxRace", testOutboxRace},
 		{"OutboxRelease", testOutboxRelease},
 		{"OutboxPrune", testOutboxPrune},
+		{"OptionalMethods", testOptional},
+		// The combinations of Step fields the runtime uses (combos.go).
+		{"StepSpawnUnleased", testSpawnUnleased},
+		{"StepTakeLeaseOnly", testTakeLeaseOnly},
+		{"StepWorkflow", testWorkflowStep},
+		{"StepSubscribeAndPublish", testSubscribeAndPublish},
+		{"StepEnd", testEndStep},
+		{"StepCompensating", testCompensating},
+		{"StepContinueAsNew", testContinueAsNew},
+		{"StepShutdownRelease", testShutdownRelease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
