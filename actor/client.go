@@ -66,7 +66,7 @@ func Spawn[In, Out any](ctx context.Context, sys *System, wf *WorkflowDef[In, Ou
 func (s *System) checkRegistered(def Definition) error {
 	got, ok := s.defs[def.Name()]
 	switch {
-	case !ok && s.cfg.Client:
+	case !ok && !s.role.hosts():
 		return nil
 	case !ok:
 		return fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, def.Name())
