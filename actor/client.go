@@ -164,9 +164,6 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	a := newActivation(s, def, inst, memHist([]persistence.Event{started}))
 	a.quietMail = true
-	if h := s.races.Load(); h != nil && h.created != nil {
-		h.created(id)
-	}
 	s.launch(a)
 	return PID(id), false, nil
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -173,27 +172,21 @@ type System struct {
 	// claims holds the queued messages local consumers are claiming (see
 	// compete.go), so that they do not all race for the same rows.
 	claims claimSet
-
-	// races holds the points where tests fire events into the
-	// runtime's races (nil outside tests).
-	races atomic.Pointer[raceHooks]
 }
 
-// raceHooks are called at the points where a concurrent commit races the
-// runtime, so that tests can land one exactly there.
-type raceHooks struct {
-	// beforePark: an activation read its mailbox for its receives (or
-	// knew it empty), found nothing, and is about to park.
-	beforePark func(id string)
-	// queuedWake: a message in a competing queue is about to wake this
-	// consumer.
-	queuedWake func(id string)
-	// launching: an activation has loaded its instance and is about to
-	// start.
-	launching func(id string)
-	// created: a spawn has created its instance under this node's lease
-	// and is about to start its activation.
-	created func(id string)
+// parkWatcher is implemented by Hooks that hear, before an activation
+// parks in a receive, that it read its mailbox and found nothing (or knew
+// it empty). Only tests' Hooks do: a new instance that parks without
+// reading its mailbox makes no store call between its creation and its
+// park, so nothing but this can land a commit in that window.
+type parkWatcher interface{ beforePark(id string) }
+
+// beforePark tells Config.Hooks, if it is a parkWatcher, that activation
+// id is about to park in a receive.
+func (s *System) beforePark(id string) {
+	if w, ok := s.cfg.Hooks.(parkWatcher); ok {
+		w.beforePark(id)
+	}
 }
 
 // startState is what happened to an instance while its start was in
@@ -824,9 +817,6 @@ func (s *System) activate(id string) {
 			s.wakeLater(id, storeRetryDelay())
 		}
 		return
-	}
-	if h := s.races.Load(); h != nil && h.launching != nil {
-		h.launching(id)
 	}
 	s.launch(a)
 }
