@@ -113,8 +113,9 @@ type Config struct {
 	// for (sqlite.Options.WakePoll, 100ms by default).
 	// In a cluster (Cluster set, as a member that owns nothing) wake-ups go
 	// to the owners; Start fails with a *RoleConflictError if the cluster
-	// gives the node buckets to own. Workflows may be empty: Spawn accepts a definition
-	// that is not registered here, since running it is the nodes' business.
+	// gives the node buckets to own. Workflows may be empty: Spawn accepts
+	// a definition that is not registered here, since running it is the
+	// nodes' business.
 	// Tools such as the norn command use this to act on a store without the
 	// program's workflows.
 	Client bool
