@@ -85,7 +85,7 @@ func spawnWorkflow[In, Out any](ctx context.Context, sys *System, wf *WorkflowDe
 func (s *System) checkRegistered(def Definition) error {
 	got, ok := s.defs[def.Name()]
 	switch {
-	case !ok && s.cfg.Client:
+	case !ok && !s.role.hosts():
 		return nil
 	case !ok:
 		return fmt.Errorf("%w: %q is not registered on this system", ErrUnknownWorkflow, def.Name())
@@ -183,9 +183,6 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
 	a := newActivation(s, def, inst, journal.Events{started})
 	a.quietMail = true
-	if h := s.races.Load(); h != nil && h.created != nil {
-		h.created(id)
-	}
 	s.launch(a)
 	return PID(id), false, nil
 }

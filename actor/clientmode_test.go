@@ -132,8 +132,9 @@ func TestClientModeInCluster(t *testing.T) {
 	net.set([]string{"a", "owner-too"}, nil)
 	_, err := actor.Start(testutil.Ctx(t, time.Minute), actor.Config{Store: st, Client: true, NodeID: "owner-too",
 		Cluster: net.node(), Logger: testutil.Logger()})
-	if !errors.Is(err, actor.ErrInvalidInput) {
-		t.Fatalf("client Start as an owning member = %v, want ErrInvalidInput", err)
+	var conflict *actor.RoleConflictError
+	if !errors.Is(err, actor.ErrInvalidInput) || !errors.As(err, &conflict) {
+		t.Fatalf("client Start as an owning member = %v, want a *RoleConflictError (ErrInvalidInput)", err)
 	}
 	net.set([]string{"a"}, nil)
 	l := newLiveness()

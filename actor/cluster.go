@@ -83,24 +83,13 @@ func (s *System) clusterChanged(dead []string) {
 func (s *System) ownedMask() []bool {
 	m := make([]bool, persistence.NumBuckets)
 	for b := range m {
-		m[b] = s.cluster.Owner(b) == s.cfg.NodeID
+		m[b] = s.role.ownsBucket(b)
 	}
 	return m
 }
 
 // ownedBuckets lists the buckets this node owns; nil (all) when alone.
-func (s *System) ownedBuckets() []int {
-	if s.cluster == nil {
-		return nil
-	}
-	out := []int{}
-	for b := 0; b < persistence.NumBuckets; b++ {
-		if s.cluster.Owner(b) == s.cfg.NodeID {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+func (s *System) ownedBuckets() []int { return s.role.buckets() }
 
 // runnable lists instances of the given buckets (nil: all) that need an
 // activation and have none.

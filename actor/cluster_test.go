@@ -286,11 +286,13 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 	a := startClusterNode(t, st, net, "a", l)
 	// b stays up and keeps renewing its leases: only the take-over can
 	// explain its instances running on a.
-	b := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(waitMsg), NodeID: "b",
-		Cluster: net.node(), Hooks: l.hooks("b"), LeaseTTL: time.Second})
-	ctx := testutil.Ctx(t, 60*time.Second)
+	// New instances park without a store call: only the park watch sees it.
 	var parked parkCounter
-	b.SetRaceHooks(actor.RaceHooks{BeforePark: func(id string) { parked.inc(id) }})
+	parks := actor.WatchParks(l.hooks("b"))
+	parks.OnPark(func(id string) { parked.inc(id) })
+	b := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(waitMsg), NodeID: "b",
+		Cluster: net.node(), Hooks: parks, LeaseTTL: time.Second})
+	ctx := testutil.Ctx(t, 60*time.Second)
 	var onB []actor.PID
 	for i := 0; len(onB) < 10; i++ {
 		id := fmt.Sprintf("dead-%d", i)

@@ -156,11 +156,6 @@ func (s *System) wakeQueued(q persistence.QueuedMessage, except *activation) {
 	if pick != nil {
 		pick.waitRecv = nil
 		pick.compWoken = append(pick.compWoken, q)
-		if h := s.races.Load(); h != nil && h.queuedWake != nil {
-			s.mu.Unlock()
-			h.queuedWake(pick.id)
-			s.mu.Lock()
-		}
 		s.signalLocked(pick, sigWake)
 		s.mu.Unlock()
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // A message published on a competing channel wakes one parked consumer, not
@@ -110,16 +112,20 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 	for _, consumers := range []int{1, 3} {
 		t.Run(fmt.Sprintf("consumers=%d", consumers), func(t *testing.T) {
 			const messages = 20
-			st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
-			sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
-				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
-			ctx := testutil.Ctx(t, 2*time.Minute)
+			base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+			in := &testutil.InterceptStore{Store: base}
+			var sys *actor.System
 			var mu sync.Mutex
 			ids := map[string]bool{}
 			var fired, published atomic.Int64
-			sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(string) {
-				// Every park after a read that found nothing publishes
-				// one message right there, until all are out.
+			ctx := testutil.Ctx(t, 2*time.Minute)
+			in.AfterMailbox = func(consumer string, msgs []persistence.Message, rerr error) {
+				// Every read of a consumer that found nothing publishes
+				// one message as the read returns, before the consumer
+				// looks at what it read and parks, until all are out.
+				if len(msgs) > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
+					return
+				}
 				k := fired.Add(1)
 				if k > messages {
 					return
@@ -133,7 +139,9 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 				ids[id] = true
 				mu.Unlock()
 				published.Add(1)
-			}})
+			}
+			sys = testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
+				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
 			pids := spawnConsumers(t, ctx, sys, consumers)
 			// Wait for the publishes to return, not only to start: a
 			// consumer may take a message before its publisher records it.
@@ -146,46 +154,69 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 }
 
 // TestQueuedWakePassedOn: the consumer a message woke stops before it reads
-// its mailbox; the wake goes to another parked consumer, which takes the
+// its mailbox again; the wake goes to the other consumer, which takes the
 // message.
+//
+// Consumer x is woken by a direct message its receive (on "jobs") does not
+// take, and its read is held as it returns; a publish then finds x waiting
+// (it registers before it reads) and y passivated, so it wakes x alone.
+// x is stopped before its read returns: the message's wake must reach y.
 func TestQueuedWakePassedOn(t *testing.T) {
-	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
-	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
-		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
-	ctx := testutil.Ctx(t, 2*time.Minute)
-	var parks parkCounter
-	var stopped atomic.Value // the consumer stopped as it was woken
-	sys.SetRaceHooks(actor.RaceHooks{
-		BeforePark: func(id string) { parks.inc(id) },
-		QueuedWake: func(id string) {
-			if stopped.CompareAndSwap(nil, id) && !sys.StopActivation(id) {
-				t.Errorf("woken consumer %s has no activation to stop", id)
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: base}
+	passivated := make(chan string, 16)
+	var armed atomic.Pointer[string] // x, once it is to be held
+	inRead, release := make(chan struct{}), make(chan struct{})
+	in.AfterMailbox = func(id string, _ []persistence.Message, _ error) {
+		if x := armed.Load(); x != nil && id == *x && armed.CompareAndSwap(x, nil) {
+			close(inRead)
+			<-release
+		}
+	}
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: 20 * time.Millisecond, RecoveryInterval: time.Hour,
+		Hooks: hookFunc(func(e actor.HookEvent) {
+			if e.Kind == actor.HookInstancePassivated {
+				passivated <- e.Instance
 			}
-		},
-	})
+		})})
+	ctx := testutil.Ctx(t, 2*time.Minute)
 	pids := spawnConsumers(t, ctx, sys, 2)
-	testutil.Eventually(t, 30*time.Second, "both consumers parked", func() bool {
-		return parks.get(string(pids[0])) > 0 && parks.get(string(pids[1])) > 0
-	})
+	for gone := map[string]bool{}; len(gone) < 2; {
+		select {
+		case id := <-passivated:
+			gone[id] = true
+		case <-ctx.Done():
+			t.Fatal("the consumers never passivated")
+		}
+	}
+	x, y := pids[0], pids[1]
+	xs := string(x)
+	armed.Store(&xs)
+	if err := sys.Send(ctx, x, 0); err != nil { // not on "jobs": wakes x, is not taken
+		t.Fatal(err)
+	}
+	select {
+	case <-inRead:
+	case <-ctx.Done():
+		t.Fatal("x never read its mailbox")
+	}
 	id, err := sys.Publish(ctx, "jobs", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !sys.StopActivation(string(x)) {
+		t.Fatalf("woken consumer %s has no activation to stop", x)
+	}
+	close(release)
 	testutil.Eventually(t, 30*time.Second, "message consumed", func() bool {
 		return channelStat(t, sys, "jobs").Waiting == 0
 	})
-	gone := stopped.Load()
-	if gone == nil {
-		t.Fatal("the publish woke no parked consumer")
+	if refs := receivedRefs(inspect(t, sys, x).History); len(refs) != 0 {
+		t.Fatalf("the stopped consumer %s received %v", x, refs)
 	}
-	for _, pid := range pids {
-		refs := receivedRefs(inspect(t, sys, pid).History)
-		if string(pid) == gone.(string) && len(refs) != 0 {
-			t.Fatalf("the stopped consumer %s received %v", pid, refs)
-		}
-		if string(pid) != gone.(string) && (len(refs) != 1 || refs[0] != id) {
-			t.Fatalf("the other consumer %s received %v, want [%s]", pid, refs, id)
-		}
+	if refs := receivedRefs(inspect(t, sys, y).History); len(refs) != 1 || refs[0] != id {
+		t.Fatalf("the other consumer %s received %v, want [%s]", y, refs, id)
 	}
 }
 
@@ -194,9 +225,19 @@ func TestQueuedWakePassedOn(t *testing.T) {
 // takes them all.
 func TestQueuedPublishDuringStart(t *testing.T) {
 	const rounds = 5
-	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: base}
+	var launching atomic.Pointer[func()]
+	in.AfterHistoryRange = func(id string, from int64, _ []persistence.Event, err error) {
+		// A spawn launches its activation without reading history: each
+		// read from the start is a passivated consumer coming back, which
+		// has loaded its instance and is about to start.
+		if fn := launching.Load(); fn != nil && id == "consumer-0" && from == 0 && err == nil {
+			(*fn)()
+		}
+	}
 	passivated := make(chan struct{}, 16)
-	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 		PassivateAfter: 10 * time.Millisecond, RecoveryInterval: time.Hour,
 		Hooks: hookFunc(func(e actor.HookEvent) {
 			if e.Kind == actor.HookInstancePassivated {
@@ -217,13 +258,12 @@ func TestQueuedPublishDuringStart(t *testing.T) {
 		mu.Unlock()
 	}
 	var launches atomic.Int64
-	sys.SetRaceHooks(actor.RaceHooks{Launching: func(string) {
-		// A spawn launches its activation itself: each call here is a
-		// passivated consumer coming back.
+	onLaunch := func() {
 		n := launches.Add(1)
 		publish(int(1000 + n))
 		publish(int(2000 + n))
-	}})
+	}
+	launching.Store(&onLaunch)
 	pids := spawnConsumers(t, ctx, sys, 1)
 	for r := range rounds {
 		select {

@@ -1,5 +1,10 @@
 package actor
 
+import (
+	"context"
+	"sync/atomic"
+)
+
 // IsStopping reports whether Stop has begun, so that tests can fire events
 // between the start of a shutdown and the moment a start looks at it.
 func (s *System) IsStopping() bool {
@@ -8,18 +13,34 @@ func (s *System) IsStopping() bool {
 	return s.stopping
 }
 
-// RaceHooks are the points where tests land a commit in a race: see
-// SetRaceHooks.
-type RaceHooks struct {
-	BeforePark func(id string) // found nothing for its receives (or knew there was nothing); about to park
-	QueuedWake func(id string) // a queued message is about to wake this competing consumer
-	Launching  func(id string) // an activation loaded its instance; about to start
-	Created    func(id string) // a spawn created its instance here; about to start its activation
+// ParkWatch is a Hooks that also hears each activation that is about to
+// park in a receive, having found nothing in its mailbox (or, a new
+// instance, knowing it empty): the one race point no store wrapper can
+// reach (see parkWatcher). Pass it as Config.Hooks; set its function with
+// OnPark at any time.
+type ParkWatch struct {
+	inner Hooks
+	fn    atomic.Pointer[func(id string)]
 }
 
-// SetRaceHooks makes the runtime call h's functions (nil ones are skipped).
-func (s *System) SetRaceHooks(h RaceHooks) {
-	s.races.Store(&raceHooks{beforePark: h.BeforePark, queuedWake: h.QueuedWake, launching: h.Launching, created: h.Created})
+// WatchParks wraps inner (nil: no other hooks).
+func WatchParks(inner Hooks) *ParkWatch { return &ParkWatch{inner: inner} }
+
+// OnPark makes fn be called, on the activation's goroutine, before each
+// park in a receive.
+func (p *ParkWatch) OnPark(fn func(id string)) { p.fn.Store(&fn) }
+
+// Observe implements Hooks.
+func (p *ParkWatch) Observe(ctx context.Context, e HookEvent) {
+	if p.inner != nil {
+		p.inner.Observe(ctx, e)
+	}
+}
+
+func (p *ParkWatch) beforePark(id string) {
+	if fn := p.fn.Load(); fn != nil {
+		(*fn)(id)
+	}
 }
 
 // StopActivation stops the live activation of id as a lost lease does,

@@ -237,8 +237,8 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		if a.receiveTimeouts(recv) {
 			continue
 		}
-		if h := a.sys.races.Load(); h != nil && h.beforePark != nil && len(recv) > 0 {
-			h.beforePark(a.id)
+		if len(recv) > 0 {
+			a.sys.beforePark(a.id)
 		}
 		if scan = a.park(recv); scan {
 			a.quietMail = false

@@ -343,20 +343,19 @@ func TestRescanAfterNotificationGap(t *testing.T) {
 		t.Run(store.name+"/parked", func(t *testing.T) {
 			wf := waiterWF()
 			s := store.open(t)
+			// Recovered at start, so that it reads its mailbox (a new
+			// instance parks without a read).
+			pid := parkedInstance(t, s.remote, wf, "g1")
 			g := newPausePoint()
-			sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf)}))
 			var once atomic.Bool
-			sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(id string) {
+			s.inner.AfterMailbox = func(id string, _ []persistence.Message, _ error) {
 				if id == "g1" && once.CompareAndSwap(false, true) {
 					g.pause() // between the activation's look at its mailbox and its park
 				}
-			}})
+			}
+			sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf)}))
 			testutil.Eventually(t, liveWait, "listening", func() bool { return s.node.Listening() > 0 })
 			ctx := testutil.Ctx(t, liveWait)
-			pid, err := actor.Spawn(ctx, sys, wf, 0, actor.WithID("g1"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			g.wait(t)
 			s.node.Drop(true) // the message's notification is lost ...
 			remoteSend(t, s.remote, pid, "missed")

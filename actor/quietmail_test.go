@@ -45,7 +45,18 @@ func TestNewInstanceParksWithoutReadingMailbox(t *testing.T) {
 						reads.Add(1)
 					}
 				}
-				sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf)}))
+				// As the spawn's commit returns: the instance is created
+				// under this node's lease, its activation not launched.
+				var created atomic.Pointer[func()]
+				s.inner.AfterApply = func(step persistence.Step, _ persistence.StepResult, err error) {
+					if fn := created.Load(); fn != nil && step.Create != nil && step.Create.ID == id && err == nil {
+						(*fn)()
+					}
+				}
+				// The new instance makes no store call between its
+				// creation and its park: only the park watch sees that.
+				parks := actor.WatchParks(nil)
+				sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf), Hooks: parks}))
 				testutil.Eventually(t, liveWait, "listening", func() bool { return s.node.Listening() > 0 })
 				ctx := testutil.Ctx(t, liveWait)
 				// Another process sends as a client System does: its
@@ -62,7 +73,7 @@ func TestNewInstanceParksWithoutReadingMailbox(t *testing.T) {
 						t.Error(err)
 					}
 				}
-				hooks := actor.RaceHooks{BeforePark: func(got string) {
+				parks.OnPark(func(got string) {
 					if got != id || !fired.CompareAndSwap(false, true) {
 						return
 					}
@@ -70,15 +81,10 @@ func TestNewInstanceParksWithoutReadingMailbox(t *testing.T) {
 					if tc.at == beforePark {
 						send()
 					}
-				}}
+				})
 				if tc.at == launching {
-					hooks.Created = func(got string) {
-						if got == id {
-							send()
-						}
-					}
+					created.Store(&send)
 				}
-				sys.SetRaceHooks(hooks)
 				pid, err := actor.Spawn(ctx, sys, wf, 0, actor.WithID(id))
 				if err != nil {
 					t.Fatal(err)
@@ -107,17 +113,18 @@ func TestNewInstanceStoppedBeforeItsFirstRead(t *testing.T) {
 	wf := waiterWF()
 	s := sqliteGapStores(t)
 	const id = "q2"
-	sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf)}))
+	parks := actor.WatchParks(nil) // the new instance parks without a store call
+	sys := testutil.StartNode(t, slowNets(actor.Config{Store: s.node, Workflows: actor.Register(wf), Hooks: parks}))
 	stopped := make(chan error, 1)
 	var fired atomic.Bool
-	sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(got string) {
+	parks.OnPark(func(got string) {
 		if got != id || !fired.CompareAndSwap(false, true) {
 			return
 		}
 		go func() { stopped <- sys.Stop(context.Background()) }()
 		testutil.Eventually(t, liveWait, "stop begins", sys.IsStopping)
 		remoteSend(t, s.remote, id, "late")
-	}})
+	})
 	ctx := testutil.Ctx(t, liveWait)
 	pid, err := actor.Spawn(ctx, sys, wf, 0, actor.WithID(id))
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/persistence"
@@ -113,8 +112,10 @@ type Config struct {
 	// once; on SQLite the client records wake requests that the nodes poll
 	// for (sqlite.Options.WakePoll, 100ms by default).
 	// In a cluster (Cluster set, as a member that owns nothing) wake-ups go
-	// to the owners. Workflows may be empty: Spawn accepts a definition
-	// that is not registered here, since running it is the nodes' business.
+	// to the owners; Start fails with a *RoleConflictError if the cluster
+	// gives the node buckets to own. Workflows may be empty: Spawn accepts
+	// a definition that is not registered here, since running it is the
+	// nodes' business.
 	// Tools such as the norn command use this to act on a store without the
 	// program's workflows.
 	Client bool
@@ -133,8 +134,8 @@ type System struct {
 	// fresh holds a slot for each activation woken without its lease until
 	// it takes the lease, parks or ends (see activation.slot).
 	fresh chan struct{}
-	// cluster is Config.Cluster; nil when the node is alone.
-	cluster Cluster
+	// role is what this node is: alone, a cluster member or a client.
+	role role
 	// rebalance is signalled when the cluster's ownership changed; dead
 	// collects the failed nodes it reported meanwhile (under mu).
 	rebalanceCh chan struct{}
@@ -172,27 +173,21 @@ type System struct {
 	// claims holds the queued messages local consumers are claiming (see
 	// compete.go), so that they do not all race for the same rows.
 	claims claimSet
-
-	// races holds the points where tests fire events into the
-	// runtime's races (nil outside tests).
-	races atomic.Pointer[raceHooks]
 }
 
-// raceHooks are called at the points where a concurrent commit races the
-// runtime, so that tests can land one exactly there.
-type raceHooks struct {
-	// beforePark: an activation read its mailbox for its receives (or
-	// knew it empty), found nothing, and is about to park.
-	beforePark func(id string)
-	// queuedWake: a message in a competing queue is about to wake this
-	// consumer.
-	queuedWake func(id string)
-	// launching: an activation has loaded its instance and is about to
-	// start.
-	launching func(id string)
-	// created: a spawn has created its instance under this node's lease
-	// and is about to start its activation.
-	created func(id string)
+// parkWatcher is implemented by Hooks that hear, before an activation
+// parks in a receive, that it read its mailbox and found nothing (or knew
+// it empty). Only tests' Hooks do: a new instance that parks without
+// reading its mailbox makes no store call between its creation and its
+// park, so nothing but this can land a commit in that window.
+type parkWatcher interface{ beforePark(id string) }
+
+// beforePark tells Config.Hooks, if it is a parkWatcher, that activation
+// id is about to park in a receive.
+func (s *System) beforePark(id string) {
+	if w, ok := s.cfg.Hooks.(parkWatcher); ok {
+		w.beforePark(id)
+	}
 }
 
 // startState is what happened to an instance while its start was in
@@ -315,10 +310,8 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		queueSubs: map[string][]string{},
 	}
 	s.fresh = make(chan struct{}, 8*cfg.MaxActivating)
-	if cfg.Cluster != nil {
-		s.cluster = cfg.Cluster
-		s.rebalanceCh = make(chan struct{}, 1)
-	}
+	s.role = newRole(cfg)
+	s.rebalanceCh = make(chan struct{}, 1)
 	tc := timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
 		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.fireTimer(t.Instance) }}
 	if cfg.TimerWarmUp >= 0 {
@@ -338,29 +331,20 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	// in its name are left over from its previous life. Free them so that
 	// recovery takes those instances back now (renewing them would keep
 	// them stranded). A client never holds leases.
-	if !cfg.Client {
+	if s.role.hosts() {
 		if err := cfg.Store.ReleaseLeases(ctx, cfg.NodeID); err != nil {
 			return nil, fmt.Errorf("norn: release leases left by an earlier %s: %w", cfg.NodeID, err)
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.cluster != nil {
-		err := cfg.Cluster.Join(ctx, ClusterHost{NodeID: cfg.NodeID, Logger: s.log, Wake: s.wakeFromPeer, Changed: s.clusterChanged})
-		if err != nil {
-			s.cancel()
-			return nil, fmt.Errorf("norn: join cluster: %w", err)
-		}
-		if cfg.Client && ownsAny(cfg.Cluster, cfg.NodeID) {
-			// Its buckets' instances would wait for a node that never runs them.
-			s.cancel()
-			err := errors.Join(cfg.Cluster.Leave(ctx), cfg.Cluster.Close())
-			return nil, errors.Join(fmt.Errorf("%w: Config.Client is set, but the cluster gives this node buckets to own: "+
-				"join as a member that owns nothing (cluster.Config.Client)", ErrInvalidInput), err)
-		}
-		s.owned = s.ownedMask()
-		s.goBG(s.rebalanceLoop)
+	if err := s.role.join(ctx, ClusterHost{NodeID: cfg.NodeID, Logger: s.log, Wake: s.wakeFromPeer, Changed: s.clusterChanged}); err != nil {
+		s.cancel()
+		return nil, err
 	}
-	if cfg.Client {
+	// Only a cluster's Changed signals it.
+	s.owned = s.ownedMask()
+	s.goBG(s.rebalanceLoop)
+	if !s.role.hosts() {
 		return s, nil
 	}
 	s.goBG(func() {
@@ -461,28 +445,26 @@ func (s *System) Stop(ctx context.Context) error {
 	s.cancel()
 	s.closeOutboxWatchers()
 	s.bg.Wait()
-	if !s.cfg.Client {
+	if s.role.hosts() {
 		if rerr := s.store.ReleaseLeases(context.Background(), s.cfg.NodeID); rerr != nil && !errors.Is(rerr, persistence.ErrStoreClosed) {
 			err = errors.Join(err, fmt.Errorf("norn: release leases: %w", rerr))
 		}
 	}
-	if s.cluster != nil {
-		// Only now, with the leases released: the other nodes take this
-		// node's buckets as they learn that it left, and find its
-		// instances free to activate (and load their timers).
-		if lerr := s.cluster.Leave(ctx); lerr != nil {
-			s.log.Warn("leaving the cluster failed; the others will find this node gone", "err", lerr)
-		}
-		// And wake the new owners of what was live here, in case a scan
-		// ran before it could see the leases released.
-		ids := make([]string, 0, len(acts))
-		for _, a := range acts {
-			ids = append(ids, a.id)
-		}
-		s.forward(ids)
-		if cerr := s.cluster.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("norn: close cluster: %w", cerr))
-		}
+	// Only now, with the leases released: in a cluster, the other nodes
+	// take this node's buckets as they learn that it left, and find its
+	// instances free to activate (and load their timers).
+	if lerr := s.role.leave(ctx); lerr != nil {
+		s.log.Warn("leaving the cluster failed; the others will find this node gone", "err", lerr)
+	}
+	// And wake the new owners of what was live here, in case a scan ran
+	// before it could see the leases released.
+	ids := make([]string, 0, len(acts))
+	for _, a := range acts {
+		ids = append(ids, a.id)
+	}
+	s.forward(ids)
+	if cerr := s.role.close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("norn: close cluster: %w", cerr))
 	}
 	return err
 }
@@ -643,23 +625,6 @@ func (s *System) rescan() {
 	s.goBG(s.recoverOnce)
 }
 
-// origin says where a wake-up comes from, which decides what happens to
-// one for an instance that another node owns.
-type origin int
-
-const (
-	// fromHere: a commit, spawn, timer or scan of this node. A wake for an
-	// instance owned elsewhere goes to its owner.
-	fromHere origin = iota
-	// fromPeer: another node sent it, believing this node the owner. It is
-	// acted on here even if this node's view of the cluster differs: the
-	// lease decides, and a later rebalance moves the instance if need be.
-	fromPeer
-	// fromStore: the store's notifications, which every node receives; the
-	// owner acts on them, the others let them be.
-	fromStore
-)
-
 // wake makes sure the instance's activation looks at its mailbox, timers and
 // cancel flag: it signals a live activation, starts one, or (in a cluster)
 // sends the wake to the instance's owner.
@@ -722,56 +687,19 @@ func (s *System) wakeFromPeer(ids []string) {
 	}
 }
 
-// ownsAny reports whether c gives node any bucket.
-func ownsAny(c Cluster, node string) bool {
-	for b := 0; b < persistence.NumBuckets; b++ {
-		if c.Owner(b) == node {
-			return true
-		}
-	}
-	return false
-}
-
 // owns reports whether this node should host id; a client hosts nothing.
-func (s *System) owns(id string) bool {
-	if s.cfg.Client {
-		return false
-	}
-	return s.cluster == nil || s.cluster.Owner(persistence.BucketOf(id)) == s.cfg.NodeID
-}
+func (s *System) owns(id string) bool { return s.role.owns(id) }
 
-// requestWake asks the nodes sharing a store that cannot notify other
-// processes (SQLite) to wake ids, for a client System. It waits for the
-// request's commit, so that a command that exits right after a Cancel or
-// Send has handed the wake-up on; if it fails, the nodes find the work at
-// their next recovery scan.
-func (s *System) requestWake(ids []string) {
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
-	if err := s.store.RequestWake(ctx, ids); err != nil && !errors.Is(err, persistence.ErrUnsupported) && s.ctx.Err() == nil {
-		s.log.Warn("could not ask the nodes to wake instances; they find them at their next recovery scan", "instances", len(ids), "err", err)
-	}
-}
-
-// forward sends wake-ups for instances owned elsewhere to their owners.
+// forward hands on the wake-ups this node does not act on (see role): to
+// their owners in a cluster; a client on a store that cannot notify other
+// processes (SQLite) asks the nodes through the store's wake requests. If
+// that fails, the nodes find the work at their next recovery scan.
 func (s *System) forward(ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	if s.cluster == nil {
-		if s.cfg.Client {
-			s.requestWake(ids)
-		}
-		return
-	}
-	byOwner := map[string][]string{}
-	for _, id := range ids {
-		if owner := s.cluster.Owner(persistence.BucketOf(id)); owner != s.cfg.NodeID {
-			byOwner[owner] = append(byOwner[owner], id)
-		}
-	}
-	for owner, ids := range byOwner {
-		s.cluster.Wake(owner, ids)
+	if err := s.role.forward(s.ctx, ids); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("could not ask the nodes to wake instances; they find them at their next recovery scan", "instances", len(ids), "err", err)
 	}
 }
 
@@ -794,12 +722,12 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		s.starting[id] = st
 		return nil
 	}
-	if s.stopping || s.cfg.Client || (s.cluster != nil && from != fromPeer && !s.owns(id)) {
+	if s.stopping || !s.role.actsOn(id, from) {
 		// A stopping node has left the cluster: what it commits meanwhile
 		// (an activation finishing, a Send) wakes the new owners.
 		// A client hands its own wake-ups on too: to the owners in a
 		// cluster, else to the store's wake requests (forward).
-		if (s.cluster != nil || s.cfg.Client) && from == fromHere {
+		if from == fromHere {
 			return []string{id}
 		}
 		return nil
@@ -889,9 +817,6 @@ func (s *System) activate(id string) {
 		}
 		return
 	}
-	if h := s.races.Load(); h != nil && h.launching != nil {
-		h.launching(id)
-	}
 	s.launch(a)
 }
 
@@ -927,7 +852,7 @@ func (s *System) load(id string) (*activation, error) {
 	// another node's lease looks live. In a cluster the wake-ups go to the
 	// owner, and the store alone judges the lease, by its own clock (a
 	// node whose clock lags must not wait out its lag).
-	if s.cluster == nil && cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
+	if s.role.hearsAll() && cur.LeaseOwner != "" && cur.LeaseOwner != s.cfg.NodeID && time.Now().Before(cur.LeaseExpires) {
 		return nil, persistence.ErrLeaseHeld
 	}
 	// A passivated instance (waiting, no lease) is replayed as read: its

@@ -23,6 +23,21 @@ func waitPassivated(t *testing.T, sys *actor.System, st persistence.Store, pid a
 	})
 }
 
+// watchLoads wraps st so that the function set in the returned pointer
+// runs as a node on the wrapped store has read an instance's history from
+// the start: an activation loading it, about to start (a spawn launches
+// its activation without reading history).
+func watchLoads(st persistence.Store) (persistence.Store, *atomic.Pointer[func(id string)]) {
+	in := &testutil.InterceptStore{Store: st}
+	fn := new(atomic.Pointer[func(string)])
+	in.AfterHistoryRange = func(id string, from int64, _ []persistence.Event, err error) {
+		if f := fn.Load(); f != nil && from == 0 && err == nil {
+			(*f)(id)
+		}
+	}
+	return testutil.Notify(in, st), fn
+}
+
 // A passivated instance is woken on node a, which reads and replays it
 // without the lease; before a writes anything, node b takes it (with its
 // own first write) and starts the activity. a's first write is fenced: a
@@ -64,7 +79,8 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 	cfg := func(node string, st persistence.Store) actor.Config {
 		return actor.Config{Store: st, NodeID: node, Workflows: actor.Register(wf), PassivateAfter: 20 * time.Millisecond}
 	}
-	a := testutil.StartNode(t, cfg("a", stA))
+	nodeA, loading := watchLoads(stA)
+	a := testutil.StartNode(t, cfg("a", nodeA))
 	b := testutil.StartNode(t, cfg("b", stB))
 	ctx := testutil.Ctx(t, 30*time.Second)
 	pid, err := actor.Spawn(ctx, a, wf, 0)
@@ -75,7 +91,7 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 
 	var once atomic.Bool
 	raced := make(chan struct{})
-	a.SetRaceHooks(actor.RaceHooks{Launching: func(id string) {
+	onLoad := func(id string) {
 		if id != string(pid) || !once.CompareAndSwap(false, true) {
 			return
 		}
@@ -89,7 +105,8 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 			t.Errorf("b's activity started for %d, want 1 (the first message)", v)
 		}
 		close(raced)
-	}})
+	}
+	loading.Store(&onLoad)
 	if err := a.Send(ctx, pid, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +141,10 @@ func TestStopWhileWokenWithoutLease(t *testing.T) {
 		return m.Value, err
 	})
 	cfg := actor.Config{Store: st, Workflows: actor.Register(wf), PassivateAfter: 20 * time.Millisecond, LeaseTTL: 2 * time.Second}
-	a, err := actor.Start(context.Background(), cfg)
+	nodeA, loading := watchLoads(st)
+	cfgA := cfg
+	cfgA.Store = nodeA
+	a, err := actor.Start(context.Background(), cfgA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +155,15 @@ func TestStopWhileWokenWithoutLease(t *testing.T) {
 	}
 	waitPassivated(t, a, st, pid)
 	stopped := make(chan error, 1)
-	a.SetRaceHooks(actor.RaceHooks{Launching: func(id string) {
+	onLoad := func(id string) {
 		if id != string(pid) {
 			return
 		}
+		// a has read the instance and its history, unleased.
 		go func() { stopped <- a.Stop(context.Background()) }()
 		testutil.Eventually(t, 10*time.Second, "stop begins", a.IsStopping)
-	}})
+	}
+	loading.Store(&onLoad)
 	if err := a.Send(ctx, pid, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -232,11 +254,18 @@ func TestWokenReplaysBounded(t *testing.T) {
 // receive does not take stays unleased, yet it is this node's.
 func TestInspectNamesNodeOfUnwrittenActivation(t *testing.T) {
 	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: st}
+	var onRead atomic.Pointer[func(id string)]
+	in.AfterMailbox = func(id string, _ []persistence.Message, err error) {
+		if f := onRead.Load(); f != nil && err == nil {
+			(*f)(id)
+		}
+	}
 	wf := actor.Workflow("go-only", func(ctx *actor.Context, _ int) (int, error) {
 		m, err := actor.Receive[int](ctx, mailbox.OnChannel("go"))
 		return m.Value, err
 	})
-	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), PassivateAfter: 200 * time.Millisecond})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, st), Workflows: actor.Register(wf), PassivateAfter: 200 * time.Millisecond})
 	ctx := testutil.Ctx(t, 20*time.Second)
 	pid, err := actor.Spawn(ctx, sys, wf, 0)
 	if err != nil {
@@ -245,17 +274,19 @@ func TestInspectNamesNodeOfUnwrittenActivation(t *testing.T) {
 	waitPassivated(t, sys, st, pid)
 	seen := make(chan actor.InstanceInfo, 1)
 	var once atomic.Bool
-	sys.SetRaceHooks(actor.RaceHooks{BeforePark: func(id string) {
+	look := func(id string) {
 		if id != string(pid) || !once.CompareAndSwap(false, true) {
 			return
 		}
-		// Woken, replayed, found nothing it takes: about to park, unleased.
+		// Woken, replayed, its read found nothing it takes: it parks
+		// next, unleased.
 		info, err := sys.Inspect(context.Background(), pid)
 		if err != nil {
 			t.Error(err)
 		}
 		seen <- info
-	}})
+	}
+	onRead.Store(&look)
 	if err := sys.Send(ctx, pid, 7); err != nil { // not on "go": woken, not taken
 		t.Fatal(err)
 	}

@@ -24,7 +24,10 @@ type InterceptStore struct {
 	BeforeAcquire func(id, owner string)
 	AfterInstance func(id string, inst persistence.Instance, err error)
 	AfterMailbox  func(id string, msgs []persistence.Message, err error)
-	BeforePrune   func(before time.Time)
+	// AfterHistoryRange sees each HistoryRange read (an activation reads
+	// its history from 0 as it loads).
+	AfterHistoryRange func(id string, from int64, evs []persistence.Event, err error)
+	BeforePrune       func(before time.Time)
 	// BeforePruneQueue sees the cut-off of each PruneQueue call.
 	BeforePruneQueue func(before time.Time)
 }
@@ -65,6 +68,15 @@ func (s *InterceptStore) Mailbox(ctx context.Context, id string, limit int) ([]p
 		s.AfterMailbox(id, msgs, err)
 	}
 	return msgs, err
+}
+
+// HistoryRange implements persistence.Store.
+func (s *InterceptStore) HistoryRange(ctx context.Context, id string, from int64, limit int) ([]persistence.Event, error) {
+	evs, err := s.Store.HistoryRange(ctx, id, from, limit)
+	if s.AfterHistoryRange != nil {
+		s.AfterHistoryRange(id, from, evs, err)
+	}
+	return evs, err
 }
 
 // PruneMessageIDs implements persistence.Store.
