@@ -245,17 +245,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Start validates cfg, recovers instances that were running, and starts the
-// node's background work.
-func Start(ctx context.Context, cfg Config) (*System, error) {
-	if cfg.Store == nil {
-		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidInput)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	defs := make(map[string]Definition, len(cfg.Workflows))
-	for _, d := range cfg.Workflows {
+// registry indexes the workflows to register by name, refusing empty and
+// repeated names and invalid restart policies.
+func registry(wfs []Definition) (map[string]Definition, error) {
+	defs := make(map[string]Definition, len(wfs))
+	for _, d := range wfs {
 		if d == nil || d.Name() == "" {
 			return nil, fmt.Errorf("%w: workflow with an empty name", ErrInvalidInput)
 		}
@@ -267,43 +261,65 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		}
 		defs[d.Name()] = d
 	}
-	if cfg.NodeID == "" {
+	return defs, nil
+}
+
+// withDefaults fills in what cfg leaves zero.
+func (c Config) withDefaults() Config {
+	if c.NodeID == "" {
 		host, _ := os.Hostname()
-		cfg.NodeID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+		c.NodeID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
 	}
-	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 10 * time.Second
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
 	}
-	if cfg.PassivateAfter <= 0 {
-		cfg.PassivateAfter = time.Minute
+	if c.PassivateAfter <= 0 {
+		c.PassivateAfter = time.Minute
 	}
-	if cfg.RecoveryInterval <= 0 {
-		cfg.RecoveryInterval = cfg.LeaseTTL
+	if c.RecoveryInterval <= 0 {
+		c.RecoveryInterval = c.LeaseTTL
 	}
-	if cfg.DurableBackoff <= 0 {
-		cfg.DurableBackoff = 5 * time.Second
+	if c.DurableBackoff <= 0 {
+		c.DurableBackoff = 5 * time.Second
 	}
-	if cfg.MaxActivating == 0 {
-		cfg.MaxActivating = 64
+	if c.MaxActivating == 0 {
+		c.MaxActivating = 64
 	}
-	if cfg.DedupeWindow == 0 {
-		cfg.DedupeWindow = defaultDedupeWindow
+	if c.DedupeWindow == 0 {
+		c.DedupeWindow = defaultDedupeWindow
 	}
-	if cfg.QueueRetention == 0 {
-		cfg.QueueRetention = defaultQueueRetention
+	if c.QueueRetention == 0 {
+		c.QueueRetention = defaultQueueRetention
 	}
-	if cfg.MaxPayload == 0 {
-		cfg.MaxPayload = defaultMaxPayload
+	if c.MaxPayload == 0 {
+		c.MaxPayload = defaultMaxPayload
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
-	if cfg.Codec == nil {
-		cfg.Codec = JSON{}
+	if c.Codec == nil {
+		c.Codec = JSON{}
 	}
-	if cfg.Hooks == nil {
-		cfg.Hooks = SlogHooks{Logger: cfg.Logger, Level: slog.LevelDebug}
+	if c.Hooks == nil {
+		c.Hooks = SlogHooks{Logger: c.Logger, Level: slog.LevelDebug}
 	}
+	return c
+}
+
+// Start validates cfg, recovers instances that were running, and starts the
+// node's background work.
+func Start(ctx context.Context, cfg Config) (*System, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidInput)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	defs, err := registry(cfg.Workflows)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
 	s := &System{histPage: defaultHistoryPage,
 		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
 		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
@@ -318,11 +334,9 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		tc.Warm = func(t persistence.Timer) { s.warm(t.Instance) }
 		tc.WarmLead = min(cmp.Or(cfg.TimerWarmUp, time.Second), cfg.PassivateAfter/2)
 	}
-	svc, err := timers.New(tc)
-	if err != nil {
+	if s.timers, err = timers.New(tc); err != nil {
 		return nil, err
 	}
-	s.timers = svc
 	// Check the store answers before promising anything.
 	if _, err := cfg.Store.List(ctx, persistence.ListFilter{Limit: 1}); err != nil {
 		return nil, fmt.Errorf("norn: store not usable: %w", err)
@@ -347,15 +361,23 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if !s.role.hosts() {
 		return s, nil
 	}
+	s.host()
+	return s, nil
+}
+
+// host starts the background work of a node that hosts instances: the
+// timer service, lease renewals, recovery scans and the store's
+// notifications.
+func (s *System) host() {
 	s.goBG(func() {
-		if err := svc.Run(s.ctx); err != nil {
+		if err := s.timers.Run(s.ctx); err != nil {
 			s.log.Error("timer service stopped", "err", err)
 		}
 	})
 	s.goBG(s.renewLoop)
 	s.goBG(s.recoveryLoop)
 	s.goBG(func() {
-		err := cfg.Store.Listen(s.ctx, func(ids []string) {
+		err := s.store.Listen(s.ctx, func(ids []string) {
 			if ids == nil {
 				s.rescan()
 				return
@@ -368,7 +390,6 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 			s.log.Error("store notifications stopped", "err", err)
 		}
 	})
-	return s, nil
 }
 
 // NodeID is this node's name in leases.
