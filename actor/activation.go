@@ -103,7 +103,7 @@ type activation struct {
 	// activation reads its mailbox or parks on them (nil otherwise);
 	// compWoken are the queued messages whose wake it was given and has
 	// not served by a read yet (see compete.go).
-	waitRecv  []recvAccept
+	waitRecv  []mailbox.Receive
 	compWoken []persistence.QueuedMessage
 
 	registered bool // waitRecv is set (workflow goroutine only)
@@ -525,8 +525,10 @@ func (a *activation) recur(input []byte) {
 	a.inflight = 0
 	// What the old run recorded and did not commit is dropped: its history
 	// is gone with the step that starts the new one.
+	// Hooks waiting for the pending step still fire when it commits: what
+	// it consumes or fires is done for good, though the new run's history
+	// starts over.
 	a.j.NewRun(persistence.Event{Kind: EventStarted, Name: a.def.Name(), Ref: a.sys.codec.Name(), Payload: input, At: time.Now()})
-	a.onCommit = nil
 	a.pending.ResetHistory = true
 	a.flush()
 	a.inst.Run++

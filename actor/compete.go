@@ -1,10 +1,7 @@
 package actor
 
 import (
-	"strings"
-	"sync"
-	"time"
-
+	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
 
@@ -30,27 +27,16 @@ import (
 //     next one, so that a burst drains in parallel; one that stops, crashes
 //     or leaves its wait while holding a wake passes the wake on.
 
-// recvAccept is what one waited-for receive accepts, as a waker sees it.
-type recvAccept struct {
-	channel  string // "" with anyChan
-	anyChan  bool   // no channel filter: any channel but the runtime's own
-	typ      string // message type taken ("" any)
-	filtered bool   // From or Match filters: it may reject what it accepts by channel and type
-}
-
-// accepts reports whether some receive may take a message of type typ on
-// channel ch, and whether that is sure (no filter left to reject it).
-func acceptsQueued(rs []recvAccept, ch, typ string) (ok, sure bool) {
+// acceptsQueued reports whether one of the receives rs may take a message
+// of type typ on channel ch, and whether that is sure (no filter left to
+// reject it).
+func acceptsQueued(rs []mailbox.Receive, ch, typ string) (ok, sure bool) {
 	for _, r := range rs {
-		if r.anyChan && strings.HasPrefix(ch, persistence.SystemChannelPrefix) || !r.anyChan && r.channel != ch {
-			continue
-		}
-		if r.typ != "" && typ != "" && r.typ != typ {
-			continue
-		}
-		ok = true
-		if !r.filtered {
-			return true, true
+		if may, certain := r.MayAccept(ch, typ); may {
+			ok = true
+			if certain {
+				return true, true
+			}
 		}
 	}
 	return ok, false
@@ -59,14 +45,11 @@ func acceptsQueued(rs []recvAccept, ch, typ string) (ok, sure bool) {
 // consumerWaiting registers a as about to read its mailbox for recv; the
 // wakes it was given are served by that read.
 func (s *System) consumerWaiting(a *activation, recv []*command) {
-	rs := make([]recvAccept, 0, len(recv))
+	rs := make([]mailbox.Receive, 0, len(recv))
 	for _, c := range recv {
-		if c.Done() {
-			continue
+		if !c.Done() {
+			rs = append(rs, c.recv.accept())
 		}
-		sp := c.recv.spec
-		rs = append(rs, recvAccept{channel: sp.Channel, anyChan: !sp.HasChannel, typ: c.recv.typ,
-			filtered: sp.HasFrom || len(sp.Preds) > 0})
 	}
 	s.mu.Lock()
 	a.waitRecv = rs
@@ -203,110 +186,5 @@ func (s *System) wakeCommitted(self string, res persistence.StepResult) {
 	s.wakeMany(woken)
 	for _, q := range res.Queued {
 		s.wakeQueued(q, nil)
-	}
-}
-
-// claimSet holds the competing messages (by seq) that this node's consumers
-// are claiming or have just claimed. A consumer skips those another holds:
-// the store still decides every claim, so this only keeps local consumers
-// from racing for one row (each lost race costs a failed step and a read).
-// An entry stays for claimGrace after its commit, for the reads that began
-// before it and still list the message as queued.
-type claimSet struct {
-	mu     sync.Mutex
-	by     map[int64]claimEntry
-	pruned time.Time
-}
-
-type claimEntry struct {
-	a    *activation
-	done time.Time // zero while the claim is in flight
-}
-
-const claimGrace = time.Second
-
-// heldFrom reports whether the entry keeps a from the message: another
-// activation claims it, or claimed it less than claimGrace ago. (A message
-// still queued after that was given back, by an unsubscribe or an end.)
-func (e claimEntry) heldFrom(a *activation, now time.Time) bool {
-	return e.a != a && (e.done.IsZero() || now.Sub(e.done) < claimGrace)
-}
-
-// unclaimed drops from msgs the queued messages another activation holds.
-func (cs *claimSet) unclaimed(a *activation, msgs []persistence.Message) []persistence.Message {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if len(cs.by) == 0 {
-		return msgs
-	}
-	out := msgs[:0:0]
-	now := time.Now()
-	for _, m := range msgs {
-		if e, ok := cs.by[m.Seq]; ok && m.Target == "" && e.heldFrom(a, now) {
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// hold takes m and what it can of claim for a; it fails if another took m
-// meanwhile, and leaves out of claim what others took.
-func (cs *claimSet) hold(a *activation, m persistence.Message, claim []persistence.Message) (bool, []persistence.Message) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.by == nil {
-		cs.by = map[int64]claimEntry{}
-	}
-	now := time.Now()
-	if len(cs.by) > 1024 && now.Sub(cs.pruned) > claimGrace/10 {
-		cs.pruned = now
-		for seq, e := range cs.by {
-			if !e.done.IsZero() && now.Sub(e.done) > claimGrace {
-				delete(cs.by, seq)
-			}
-		}
-	}
-	if e, ok := cs.by[m.Seq]; ok && e.heldFrom(a, now) {
-		return false, nil
-	}
-	cs.by[m.Seq] = claimEntry{a: a}
-	kept := claim[:0:0]
-	for _, c := range claim {
-		if e, ok := cs.by[c.Seq]; ok && e.heldFrom(a, now) {
-			continue
-		}
-		cs.by[c.Seq] = claimEntry{a: a}
-		kept = append(kept, c)
-	}
-	return true, kept
-}
-
-// release ends a's claim of m and claim: kept for claimGrace if it
-// committed, dropped at once if not (the messages are still queued).
-func (cs *claimSet) release(a *activation, m persistence.Message, claim []persistence.Message, committed bool) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	now := time.Now()
-	for _, c := range append(claim, m) {
-		if e, ok := cs.by[c.Seq]; ok && e.a == a {
-			if committed {
-				cs.by[c.Seq] = claimEntry{a: a, done: now}
-			} else {
-				delete(cs.by, c.Seq)
-			}
-		}
-	}
-}
-
-// forget drops a's entries: its claimed messages went back to the queue
-// (it unsubscribed or ended), where other consumers must see them at once.
-func (cs *claimSet) forget(a *activation) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	for seq, e := range cs.by {
-		if e.a == a {
-			delete(cs.by, seq)
-		}
 	}
 }

@@ -485,7 +485,7 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	if len(step.Unsubscribe) > 0 || step.Status.Terminal() && len(a.prefetch) > 0 {
 		// The step gave claimed messages back: before the wakes, so that
 		// the consumers woken for them do not skip them as claimed here.
-		a.sys.claims.forget(a)
+		a.sys.claims.Forget(a)
 	}
 	a.sys.afterCommit(a.id, &step, res)
 	if len(a.onCommit) > 0 {

@@ -115,7 +115,7 @@ func (a *activation) scanMail(recv []*command) bool {
 			a.fail(err)
 		}
 		a.checkLinks(recv, all)
-		msgs := a.sys.claims.unclaimed(a, all)
+		msgs := a.sys.claims.Unclaimed(a, all)
 		for _, c := range recv {
 			if c.Done() {
 				continue
@@ -131,7 +131,7 @@ func (a *activation) scanMail(recv []*command) bool {
 			claim := sel.Claimable(m, cands)
 			if m.Target == "" {
 				var held bool
-				if held, claim = a.sys.claims.hold(a, m, claim); !held {
+				if held, claim = a.sys.claims.Hold(a, m, claim); !held {
 					return a.scanMail(recv) // another consumer here took it first
 				}
 			}
@@ -161,7 +161,7 @@ func (a *activation) consumeHeld(c *command, m persistence.Message, claim []pers
 	}
 	unwinding := true
 	defer func() {
-		a.sys.claims.release(a, m, claim, ok)
+		a.sys.claims.Release(a, m, claim, ok)
 		if unwinding {
 			a.sys.chainQueued(a, m.Channel)
 		}

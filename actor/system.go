@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/timers"
 )
@@ -170,9 +171,9 @@ type System struct {
 	// consumer a queued message wakes (see compete.go).
 	queueSubs map[string][]string
 	queueRR   int
-	// claims holds the queued messages local consumers are claiming (see
-	// compete.go), so that they do not all race for the same rows.
-	claims claimSet
+	// claims holds the queued messages local consumers are claiming, so
+	// that they do not all race for the same rows.
+	claims mailbox.Claims[*activation]
 }
 
 // parkWatcher is implemented by Hooks that hear, before an activation
