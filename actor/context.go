@@ -14,9 +14,6 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// PID is the durable address of an instance.
-type PID = mailbox.PID
-
 // Context is a workflow's handle on its instance. Every durable call on it
 // is recorded in history the first time and answered from history on replay,
 // so workflow code must reach them in the same order every time.

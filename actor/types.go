@@ -4,8 +4,10 @@ import "github.com/nornlabs/norn/norntype"
 
 // The read types live in package norntype, which imports only the standard
 // library; they are re-exported here so that code using the runtime needs
-// one import. PID (context.go) and EventKind (journal.go) are re-exported
-// next to their uses.
+// one import. EventKind (journal.go) is re-exported next to the kinds.
+
+// PID is the durable address of an instance: its instance ID.
+type PID = norntype.PID
 
 // Status is the lifecycle state of an instance.
 type Status = norntype.Status
