@@ -41,6 +41,9 @@ type workflowPanic struct{ err *PanicError }
 // (wake, cancel, stop, hand-over) delivered to the goroutine running the
 // workflow function, which replays history and then carries on live.
 type activation struct {
+	// env is what the workflow's code needs (codec, errors, hooks); sys
+	// is the runtime, nil in a Replay.
+	env   *env
 	sys   *System
 	id    string
 	def   Definition
@@ -99,14 +102,13 @@ type activation struct {
 	// guarded by sys.mu
 	passivating bool
 	rewake      bool
-	// waitRecv is what the receives being waited for accept while the
-	// activation reads its mailbox or parks on them (nil otherwise);
-	// compWoken are the queued messages whose wake it was given and has
-	// not served by a read yet (see compete.go).
-	waitRecv  []mailbox.Receive
-	compWoken []persistence.QueuedMessage
 
-	registered bool // waitRecv is set (workflow goroutine only)
+	// registered: the activation waits on its receives in System.compete
+	// (workflow goroutine only).
+	registered bool
+	// parking: the commit in flight is a park's (see markParked).
+	// Workflow goroutine only.
+	parking bool
 
 	comps []compensation   // completed calls of compensable activities, in order
 	links supervisor.Links // linked children spawned so far (replayed too), and whether exits are trapped
@@ -128,8 +130,15 @@ type activation struct {
 }
 
 func newActivation(s *System, def Definition, inst persistence.Instance, hist journal.History) *activation {
+	return newActivationIn(&s.env, s, def, inst, hist)
+}
+
+// newActivationIn makes an activation in v; s is nil for a Replay, which
+// never reaches the runtime (its journal ends the run before any call would
+// go live).
+func newActivationIn(v *env, s *System, def Definition, inst persistence.Instance, hist journal.History) *activation {
 	a := &activation{
-		sys: s, id: inst.ID, def: def,
+		env: v, sys: s, id: inst.ID, def: def,
 		wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}), cancelCh: make(chan struct{}),
 		inbox: make(chan attemptResult, 16), actCtl: map[*command]context.CancelFunc{},
 	}
@@ -142,13 +151,13 @@ func newActivation(s *System, def Definition, inst persistence.Instance, hist jo
 // reset makes a fresh start from inst and its history (also after a crash:
 // a restart replays history in the same activation).
 func (a *activation) reset(inst persistence.Instance, hist journal.History) {
-	base := a.sys.ctx
+	base := a.env.ctx
 	if base == nil {
 		base = context.Background()
 	}
 	a.newRun(base)
 	a.inst, a.epoch = inst, inst.LeaseEpoch
-	a.leased.Store(inst.LeaseOwner == a.sys.cfg.NodeID)
+	a.leased.Store(inst.LeaseOwner == a.env.cfg.NodeID)
 	a.j.Reset(hist)
 	a.pending, a.onCommit = persistence.Step{}, nil
 	a.consumed = map[int64]bool{}
@@ -330,7 +339,7 @@ func (a *activation) restartAfter(d time.Duration) bool {
 		inst, err := s.store.AcquireLease(s.ctx, a.id, s.cfg.NodeID, s.cfg.LeaseTTL)
 		var hist journal.History
 		if err == nil {
-			hist, err = readHist(s.ctx, s.store, a.id, inst.HistoryLen, s.histPage)
+			hist, err = readHist(s.ctx, s.store, a.id, inst.HistoryLen, s.cfg.HistoryPage)
 		}
 		if err == nil {
 			a.reset(inst, hist)
@@ -355,8 +364,8 @@ func (a *activation) reason() string {
 	if a.cancelReason != "" {
 		return a.cancelReason
 	}
-	if a.sys.store != nil {
-		if in, err := a.sys.store.Instance(a.sys.ctx, a.id); err == nil && in.CancelReason != "" {
+	if a.sys != nil { // a Replay has no store to read
+		if in, err := a.sys.store.Instance(a.env.ctx, a.id); err == nil && in.CancelReason != "" {
 			return in.CancelReason
 		}
 	}
@@ -387,7 +396,7 @@ func (a *activation) execute() (out []byte, oc outcome, crash error, infra bool,
 		}
 	}()
 	for {
-		start, err := a.j.Start(a.sys.codec.Name())
+		start, err := a.j.Start(a.env.codec.Name())
 		a.must(err)
 		out, werr = a.runWorkflow(start.Payload)
 		var r *recurSignal
@@ -460,7 +469,7 @@ func (a *activation) compensate() {
 			}
 			ev := persistence.Event{Kind: EventCompensation, Name: c.name, Ref: c.id}
 			if err != nil {
-				ev.Error = a.sys.recordError(err).marshal()
+				ev.Error = a.env.recordError(err).marshal()
 			}
 			e := a.recordNow(ev)
 			if err != nil {
@@ -485,11 +494,11 @@ func (a *activation) runCompensation(c compensation) error {
 					err = &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}
 				}
 			}()
-			ctx := context.WithValue(a.sys.ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: "compensate:" + c.id,
+			ctx := context.WithValue(a.env.ctx, activityInfoKey{}, ActivityInfo{InstanceID: a.id, ActivityID: "compensate:" + c.id,
 				IdempotencyKey: a.id + "/compensate:" + c.id, Attempt: n})
 			return c.run(ctx)
 		}()
-		if err == nil || a.sys.ctx.Err() != nil {
+		if err == nil || a.env.ctx.Err() != nil {
 			return err
 		}
 		wait, retry := c.retry.Next(n, time.Since(start), err)
@@ -521,14 +530,14 @@ func (a *activation) recur(input []byte) {
 	}
 	a.cancelActivities()
 	a.endAttempts()
-	a.newRun(a.sys.ctx)
+	a.newRun(a.env.ctx)
 	a.inflight = 0
 	// What the old run recorded and did not commit is dropped: its history
 	// is gone with the step that starts the new one.
 	// Hooks waiting for the pending step still fire when it commits: what
 	// it consumes or fires is done for good, though the new run's history
 	// starts over.
-	a.j.NewRun(persistence.Event{Kind: EventStarted, Name: a.def.Name(), Ref: a.sys.codec.Name(), Payload: input, At: time.Now()})
+	a.j.NewRun(persistence.Event{Kind: EventStarted, Name: a.def.Name(), Ref: a.env.codec.Name(), Payload: input, At: time.Now()})
 	a.pending.ResetHistory = true
 	a.flush()
 	a.inst.Run++

@@ -51,7 +51,7 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 	if a.observeCancel() {
 		return failedFuture[Out](a, ErrCancelled)
 	}
-	input, err := a.sys.encode(in)
+	input, err := a.env.encode(in)
 	if err != nil {
 		return failedFuture[Out](a, err)
 	}
@@ -59,12 +59,12 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 		run:     func(ctx context.Context) (any, error) { return d.fn(ctx, in) },
 		timeout: d.timeout}
 	call.encode = func(v any) ([]byte, error) {
-		b, err := a.sys.encode(v.(Out))
+		b, err := a.env.encode(v.(Out))
 		if err != nil {
 			return nil, err
 		}
 		// What cannot be read back must not be recorded: replay would fail.
-		if _, derr := decodeWith[Out](a.sys.codec, b); derr != nil {
+		if _, derr := decodeWith[Out](a.env.codec, b); derr != nil {
 			return nil, fmt.Errorf("%w: result %T does not decode back: %v", ErrInvalidInput, v, derr)
 		}
 		return b, nil
@@ -76,7 +76,7 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 		if e.Error != "" {
 			return nil, a.eventError(e)
 		}
-		out, err := decodeWith[Out](a.sys.codec, e.Payload)
+		out, err := decodeWith[Out](a.env.codec, e.Payload)
 		if err != nil {
 			panic(&NonDeterminismError{Seq: e.Seq, Expected: "activity " + id + " result", Got: "a value that does not decode as " + typeName[Out]() + ": " + err.Error()})
 		}
@@ -289,9 +289,9 @@ func (a *activation) outcome(o attemptResult) {
 		err = supervisor.Terminal(eerr)
 	}
 	wait, retry := call.retry.Next(o.n, time.Since(call.first), err)
-	if retry && a.sys.ctx.Err() == nil {
+	if retry && a.env.ctx.Err() == nil {
 		r := retryRecord{Attempt: o.n, Start: call.first, Next: time.Now().Add(wait), Error: oneLine(err.Error())}
-		if wait >= a.sys.cfg.DurableBackoff {
+		if wait >= a.env.cfg.DurableBackoff {
 			r.Timer = "retry:" + call.id + ":" + strconv.Itoa(o.n)
 			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.Timer, Due: r.Next})
 		}
@@ -302,7 +302,7 @@ func (a *activation) outcome(o attemptResult) {
 		a.hookOnCommit(HookEvent{Kind: HookActivityRetried, Name: call.name, Ref: call.id, Attempt: o.n, Err: err, Duration: wait})
 		return
 	}
-	rec := a.sys.recordError(err)
+	rec := a.env.recordError(err)
 	ae := &errorRecord{Kind: "activity", Activity: call.name, ID: call.id, Type: rec.Type, Message: rec.Message,
 		Code: rec.Code, Details: rec.Details, Terminal: supervisor.IsTerminal(err), Attempts: o.n,
 		Timeout: errors.Is(err, ErrActivityTimeout)}

@@ -98,9 +98,9 @@ func (s *System) checkRegistered(def Definition) error {
 
 // checkPayload enforces Config.MaxPayload on an encoded input or message;
 // what names it in the error.
-func (s *System) checkPayload(what string, b []byte) error {
-	if len(b) > s.cfg.MaxPayload {
-		return &PayloadTooLargeError{Field: what, Size: len(b), Max: s.cfg.MaxPayload}
+func (e *env) checkPayload(what string, b []byte) error {
+	if len(b) > e.cfg.MaxPayload {
+		return &PayloadTooLargeError{Field: what, Size: len(b), Max: e.cfg.MaxPayload}
 	}
 	return nil
 }
@@ -133,13 +133,12 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		s.mu.Unlock()
 		return "", false, ErrStopped
 	}
-	_, busy := s.starting[id]
 	_, live := s.acts[id]
 	// An instance another node owns is created without a lease and woken
 	// there.
-	held := !busy && !live && s.owns(id)
+	held := !live && !s.starts.Starting(id) && s.owns(id)
 	if held {
-		s.starting[id] = startState{}
+		s.starts.Begin(id)
 	}
 	s.mu.Unlock()
 	now := time.Now()

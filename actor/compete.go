@@ -1,46 +1,14 @@
 package actor
 
 import (
+	"github.com/nornlabs/norn/actor/internal/compete"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
 
 // Competing consumers are woken one per published message, not all at
-// once: waking every parked consumer for each message makes all but one of
-// them read the queue and lose the race for the claim.
-//
-// The protocol, all under System.mu:
-//
-//   - An activation registers what its receives accept (waitRecv) before it
-//     reads its mailbox, and stays registered until a receive takes
-//     something or its wait ends. A message committed after the
-//     registration wakes it (or another registered consumer); one committed
-//     before is seen by the read. So no message is left between a
-//     consumer's look and its park.
-//   - A published message wakes one registered consumer whose receives
-//     accept it, which is unregistered at once (the next message wakes
-//     another) and holds the wake (compWoken) until its next mailbox read.
-//     With no consumer registered, busy consumers look before they park,
-//     and subscribers not live here (passivated, starting, on another node)
-//     are woken as before.
-//   - A consumer that claims a message while it saw more waiting wakes the
-//     next one, so that a burst drains in parallel; one that stops, crashes
-//     or leaves its wait while holding a wake passes the wake on.
-
-// acceptsQueued reports whether one of the receives rs may take a message
-// of type typ on channel ch, and whether that is sure (no filter left to
-// reject it).
-func acceptsQueued(rs []mailbox.Receive, ch, typ string) (ok, sure bool) {
-	for _, r := range rs {
-		if may, certain := r.MayAccept(ch, typ); may {
-			ok = true
-			if certain {
-				return true, true
-			}
-		}
-	}
-	return ok, false
-}
+// once (see package compete for the rules). The Router is driven under
+// System.mu, which also guards the table of live activations it consults.
 
 // consumerWaiting registers a as about to read its mailbox for recv; the
 // wakes it was given are served by that read.
@@ -52,8 +20,7 @@ func (s *System) consumerWaiting(a *activation, recv []*command) {
 		}
 	}
 	s.mu.Lock()
-	a.waitRecv = rs
-	a.compWoken = nil
+	s.competing.Wait(a, rs)
 	s.mu.Unlock()
 	a.registered = true
 }
@@ -65,23 +32,14 @@ func (s *System) consumerBusy(a *activation) {
 		return
 	}
 	a.registered = false
-	s.mu.Lock()
-	a.waitRecv = nil
-	held := a.compWoken
-	a.compWoken = nil
-	s.mu.Unlock()
-	for _, q := range held {
-		s.wakeQueued(q, a)
-	}
+	s.passOnWakes(a)
 }
 
 // passOnWakes hands the wakes an activation that ends or restarts was
 // given and did not serve to other consumers.
 func (s *System) passOnWakes(a *activation) {
 	s.mu.Lock()
-	a.waitRecv = nil
-	held := a.compWoken
-	a.compWoken = nil
+	held := s.competing.Leave(a)
 	s.mu.Unlock()
 	for _, q := range held {
 		s.wakeQueued(q, a)
@@ -92,15 +50,15 @@ func (s *System) passOnWakes(a *activation) {
 // there while a's read saw more messages waiting.
 func (s *System) chainQueued(a *activation, ch string) {
 	s.mu.Lock()
-	subs := s.queueSubs[ch]
+	subs := s.competing.Subscribers(ch)
 	s.mu.Unlock()
 	if len(subs) > 0 {
 		s.wakeQueued(persistence.QueuedMessage{Channel: ch, Subscribers: subs}, a)
 	}
 }
 
-// wakeQueued wakes one consumer for a message in ch's queue (see the top
-// of this file); except is left out (it is passing the wake on).
+// wakeQueued wakes one consumer for a message in ch's queue; except is
+// left out (it is passing the wake on).
 func (s *System) wakeQueued(q persistence.QueuedMessage, except *activation) {
 	s.mu.Lock()
 	if s.stopping {
@@ -108,82 +66,31 @@ func (s *System) wakeQueued(q persistence.QueuedMessage, except *activation) {
 		s.wakeMany(q.Subscribers)
 		return
 	}
-	if q.Channel != "" && len(q.Subscribers) > 0 {
-		s.queueSubs[q.Channel] = q.Subscribers
-	}
-	var pick *activation
-	var cold []string
-	n := len(q.Subscribers)
-	start := s.queueRR
-	s.queueRR++
-	for i := range n {
-		id := q.Subscribers[(start+i)%n]
-		a, live := s.acts[id]
-		if !live || a.passivating {
-			cold = append(cold, id)
-			continue
-		}
-		if a == except || a.waitRecv == nil {
-			continue // busy: it reads its mailbox before it parks
-		}
-		ok, sure := acceptsQueued(a.waitRecv, q.Channel, q.Type)
-		switch {
-		case !ok:
-		case !sure:
-			// A filter may reject it: wake this one as well, as before.
-			s.signalLocked(a, sigWake)
-		case pick == nil:
-			pick = a
-		}
-	}
-	if pick != nil {
-		pick.waitRecv = nil
-		pick.compWoken = append(pick.compWoken, q)
-		s.signalLocked(pick, sigWake)
-		s.mu.Unlock()
-		return
+	d := s.competing.Route(q, except, s.liveConsumer)
+	for _, a := range d.Wake {
+		s.signalLocked(a, sigWake)
 	}
 	s.mu.Unlock()
-	if len(cold) > 0 {
-		s.wakeMany(cold)
+	if len(d.Cold) > 0 {
+		s.wakeMany(d.Cold)
 	}
 }
 
-// wakeCommitted wakes the addressees of a commit: every instance Woken
-// lists for another reason than a competing queue, and one consumer per
+// liveConsumer is the activation of id live on this node, if any and not
+// passivating; s.mu is held.
+func (s *System) liveConsumer(id string) (*activation, compete.Liveness) {
+	a, live := s.acts[id]
+	if !live || a.passivating {
+		return nil, compete.Cold
+	}
+	return a, compete.Live
+}
+
+// wakeCommitted wakes the addressees of a commit: every instance it gave
+// mail for another reason than a competing queue, and one consumer per
 // queued message.
 func (s *System) wakeCommitted(self string, res persistence.StepResult) {
-	if len(res.Queued) == 0 {
-		var last string
-		woken := res.Woken[:0:0]
-		for _, id := range res.Woken {
-			if id == self || id == last {
-				continue
-			}
-			last = id
-			woken = append(woken, id)
-		}
-		s.wakeMany(woken)
-		return
-	}
-	// Woken names a competing subscriber once per queued message: what is
-	// left after taking those out was woken for its own mail.
-	count := make(map[string]int, len(res.Woken))
-	for _, id := range res.Woken {
-		count[id]++
-	}
-	for _, q := range res.Queued {
-		for _, id := range q.Subscribers {
-			count[id]--
-		}
-	}
-	var woken []string
-	for id, n := range count {
-		if n > 0 && id != self {
-			woken = append(woken, id)
-		}
-	}
-	s.wakeMany(woken)
+	s.wakeMany(compete.Addressees(self, res))
 	for _, q := range res.Queued {
 		s.wakeQueued(q, nil)
 	}

@@ -34,7 +34,7 @@ func (c *Context) Logger() *slog.Logger {
 	if c.Replaying() {
 		return slog.New(slog.DiscardHandler)
 	}
-	return c.a.sys.log.With("instance", c.a.id)
+	return c.a.env.log.With("instance", c.a.id)
 }
 
 // Now is the current time, recorded on first execution and replayed after.
@@ -138,11 +138,11 @@ func (c *Context) send(channel string, pid PID, msg any, opts []SendOption) erro
 	if err := errors.Join(validID("target", string(pid)), validChannel(channel)); err != nil {
 		return err
 	}
-	payload, err := a.sys.encode(msg)
+	payload, err := a.env.encode(msg)
 	if err != nil {
 		return err
 	}
-	if err := a.sys.checkPayload("message", payload); err != nil {
+	if err := a.env.checkPayload("message", payload); err != nil {
 		return err
 	}
 	typ := messageType(msg)
@@ -176,11 +176,11 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 	if err := validID("channel", channel); err != nil {
 		return "", err
 	}
-	payload, err := a.sys.encode(msg)
+	payload, err := a.env.encode(msg)
 	if err != nil {
 		return "", err
 	}
-	if err := a.sys.checkPayload("message", payload); err != nil {
+	if err := a.env.checkPayload("message", payload); err != nil {
 		return "", err
 	}
 	typ := messageType(msg)
@@ -294,7 +294,7 @@ func Recur[In any](ctx *Context, next In) error {
 	if want := ctx.a.def.inputType(); want != reflect.TypeFor[In]() {
 		return fmt.Errorf("%w: Recur with a %s, but workflow %q takes %s", ErrInvalidInput, typeName[In](), ctx.a.def.Name(), want)
 	}
-	b, err := ctx.a.sys.encode(next)
+	b, err := ctx.a.env.encode(next)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func (w *WorkflowDef[In, Out]) inputType() reflect.Type { return reflect.TypeFor
 func (w *WorkflowDef[In, Out]) restartPolicy() supervisor.RestartPolicy { return w.restart }
 
 func (w *WorkflowDef[In, Out]) run(ctx *Context, input []byte) ([]byte, error) {
-	in, err := decodeWith[In](ctx.a.sys.codec, input)
+	in, err := decodeWith[In](ctx.a.env.codec, input)
 	if err != nil {
 		return nil, fmt.Errorf("%w: input of %s does not decode as %s: %v", ErrInvalidInput, w.name, typeName[In](), err)
 	}
@@ -62,7 +62,7 @@ func (w *WorkflowDef[In, Out]) run(ctx *Context, input []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ctx.a.sys.encode(out)
+	return ctx.a.env.encode(out)
 }
 
 // Register collects workflow definitions for Config.Workflows.

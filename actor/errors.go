@@ -214,7 +214,7 @@ func parseErrorRecord(s string) *errorRecord {
 }
 
 // recordError turns an error a workflow observed into its history form.
-func (s *System) recordError(err error) *errorRecord {
+func (e *env) recordError(err error) *errorRecord {
 	if err == nil {
 		return nil
 	}
@@ -234,7 +234,7 @@ func (s *System) recordError(err error) *errorRecord {
 	case errors.As(err, &pe):
 		return &errorRecord{Kind: "panic", Message: pe.Value, Stack: pe.Stack}
 	case errors.As(err, &we):
-		return &errorRecord{Kind: "workflow", Message: we.Message, Instance: we.Instance, Cause: s.recordError(we.cause)}
+		return &errorRecord{Kind: "workflow", Message: we.Message, Instance: we.Instance, Cause: e.recordError(we.cause)}
 	}
 	rec := &errorRecord{Kind: "error", Type: errType(err), Message: err.Error()}
 	switch {
@@ -243,7 +243,7 @@ func (s *System) recordError(err error) *errorRecord {
 	case errors.Is(err, ErrTimeout):
 		rec.Kind = "timeout"
 	}
-	s.matchRegistered(err, rec)
+	e.matchRegistered(err, rec)
 	return rec
 }
 
@@ -256,8 +256,8 @@ func panicStack(errs []error) string {
 	return ""
 }
 
-func (s *System) matchRegistered(err error, rec *errorRecord) {
-	for _, d := range s.cfg.Errors {
+func (e *env) matchRegistered(err error, rec *errorRecord) {
+	for _, d := range e.cfg.Errors {
 		if details, ok := d.match(err); ok {
 			rec.Code, rec.Details = d.name, details
 			return
@@ -304,7 +304,7 @@ func errType(err error) string {
 
 // rebuild turns a recorded error back into an error value; the first run
 // returns this too, so both see the same thing.
-func (s *System) rebuildError(r *errorRecord) error {
+func (e *env) rebuildError(r *errorRecord) error {
 	if r == nil {
 		return nil
 	}
@@ -312,7 +312,7 @@ func (s *System) rebuildError(r *errorRecord) error {
 	case "activity":
 		ae := &ActivityError{Activity: r.Activity, ID: r.ID, Type: r.Type, Message: r.Message, Terminal: r.Terminal,
 			Timeout: r.Timeout, Attempts: r.Attempts, Code: r.Code, Details: r.Details}
-		base := s.registered(r)
+		base := e.registered(r)
 		if base == nil {
 			base = &recordedErr{msg: r.Message}
 		}
@@ -334,13 +334,13 @@ func (s *System) rebuildError(r *errorRecord) error {
 	case "panic":
 		return &PanicError{Value: r.Message, Stack: r.Stack}
 	case "workflow":
-		return &WorkflowError{Instance: r.Instance, Message: r.Message, cause: s.rebuildError(r.Cause)}
+		return &WorkflowError{Instance: r.Instance, Message: r.Message, cause: e.rebuildError(r.Cause)}
 	case "cancelled":
 		return &recordedErr{msg: r.Message, kind: ErrCancelled}
 	case "timeout":
 		return &recordedErr{msg: r.Message, kind: ErrTimeout}
 	}
-	if base := s.registered(r); base != nil {
+	if base := e.registered(r); base != nil {
 		if base.Error() == r.Message {
 			return base
 		}
@@ -349,11 +349,11 @@ func (s *System) rebuildError(r *errorRecord) error {
 	return &recordedErr{msg: r.Message}
 }
 
-func (s *System) registered(r *errorRecord) error {
+func (e *env) registered(r *errorRecord) error {
 	if r.Code == "" {
 		return nil
 	}
-	for _, d := range s.cfg.Errors {
+	for _, d := range e.cfg.Errors {
 		if d.name == r.Code {
 			if e, ok := d.rebuild(r.Details); ok {
 				return e

@@ -59,13 +59,10 @@ func (s *System) Waiters(id string) int {
 	return len(s.waiters[id])
 }
 
-// SetHistoryPage sets how many history events an activation reads at a time.
-func (s *System) SetHistoryPage(n int) { s.histPage = n }
-
 // Starting is how many instances this node is about to activate: queued
 // for an activator, or loading.
 func (s *System) Starting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.starting)
+	return s.starts.Len()
 }

@@ -91,8 +91,7 @@ func TestActivationReadsHistoryInPages(t *testing.T) {
 	}()
 
 	rc := &historyReads{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t))}
-	sys := testutil.StartNode(t, actor.Config{Store: rc, Workflows: actor.Register(wf), PassivateAfter: 50 * time.Millisecond})
-	sys.SetHistoryPage(page)
+	sys := testutil.StartNode(t, actor.Config{Store: rc, Workflows: actor.Register(wf), PassivateAfter: 50 * time.Millisecond, HistoryPage: page})
 	ctx := testutil.Ctx(t, 30*time.Second)
 	pid, err := actor.Spawn(ctx, sys, wf, 5)
 	if err != nil {

@@ -153,18 +153,18 @@ func (h SlogHooks) Observe(ctx context.Context, e HookEvent) {
 // hook reports e for this activation's instance.
 func (a *activation) hook(e HookEvent) {
 	e.Instance, e.Workflow = a.id, a.def.Name()
-	a.sys.hook(e)
+	a.env.hook(e)
 }
 
-func (s *System) hook(e HookEvent) {
-	s.hookCtx(s.ctx, e)
+func (v *env) hook(e HookEvent) {
+	v.hookCtx(v.ctx, e)
 }
 
-func (s *System) hookCtx(ctx context.Context, e HookEvent) {
+func (v *env) hookCtx(ctx context.Context, e HookEvent) {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	s.cfg.Hooks.Observe(ctx, e)
+	v.cfg.Hooks.Observe(ctx, e)
 }
 
 // activityHooks reports an attempt's start: it lets the hooks extend the
@@ -172,15 +172,15 @@ func (s *System) hookCtx(ctx context.Context, e HookEvent) {
 // with, which its later events are observed with too.
 func (a *activation) activityHooks(ctx context.Context, e HookEvent) context.Context {
 	e.Instance, e.Workflow, e.At = a.id, a.def.Name(), time.Now()
-	if c, ok := a.sys.cfg.Hooks.(ActivityContexter); ok {
+	if c, ok := a.env.cfg.Hooks.(ActivityContexter); ok {
 		ctx = c.ActivityContext(ctx, e)
 	}
-	a.sys.hookCtx(ctx, e)
+	a.env.hookCtx(ctx, e)
 	return ctx
 }
 
 // hookCtx reports e for this activation's instance, observed with ctx.
 func (a *activation) hookCtx(ctx context.Context, e HookEvent) {
 	e.Instance, e.Workflow = a.id, a.def.Name()
-	a.sys.hookCtx(ctx, e)
+	a.env.hookCtx(ctx, e)
 }

@@ -246,6 +246,31 @@ func (a *activation) await(done func() bool, recv []*command) error {
 	}
 }
 
+// markParked makes the step a park commits say "waiting" when the
+// instance waits for nothing but durable events (a message, a timer, a
+// child's end: no activity attempt runs, no back-off sleeps in memory), so
+// that every listing shows it waiting from the moment it parks, not only
+// once it passivates. The status rides on the park's commit; it costs a
+// write of its own only when nothing else is pending and the stored status
+// says running (a new instance parking at once, a run that committed its
+// last step before an activity ended). A woken passivated instance that
+// finds nothing parks again without a write.
+func (a *activation) markParked() {
+	if a.pending.Status != "" || a.inflight > 0 || a.memoryBackoff() {
+		return
+	}
+	switch a.inst.Status {
+	case persistence.StatusRunning:
+		a.pending.Status = persistence.StatusWaiting
+	case persistence.StatusWaiting:
+		// A step that takes the lease turns a waiting instance to
+		// running unless it says otherwise.
+		if !a.leased.Load() && !a.pendingEmpty() {
+			a.pending.Status = persistence.StatusWaiting
+		}
+	}
+}
+
 // poll records what live work has finished: activity attempts, due timers,
 // and back-offs that have passed (their next attempt starts).
 func (a *activation) poll() {
@@ -318,7 +343,10 @@ func (a *activation) dropPendingTimer(id string) bool {
 // cancel), an activity result, or the next due time. It reports whether the
 // mailbox may have changed. Shutdown and passivation unwind the goroutine.
 func (a *activation) park(recv []*command) bool {
+	a.markParked()
+	a.parking = true
 	a.flush()
+	a.parking = false
 	a.releaseSlot()
 	var due <-chan time.Time
 	if t := a.nextDue(recv); !t.IsZero() {
@@ -326,7 +354,7 @@ func (a *activation) park(recv []*command) bool {
 		defer tm.Stop()
 		due = tm.C
 	}
-	idle := time.NewTimer(a.sys.cfg.PassivateAfter)
+	idle := time.NewTimer(a.env.cfg.PassivateAfter)
 	defer idle.Stop()
 	cancel := a.cancelCh
 	if a.j.Cancelled() {
@@ -354,7 +382,7 @@ func (a *activation) park(recv []*command) bool {
 			if a.inflight == 0 && !a.memoryBackoff() && a.passivate() {
 				panic(stopPanic{reason: "passivated"})
 			}
-			idle.Reset(a.sys.cfg.PassivateAfter)
+			idle.Reset(a.env.cfg.PassivateAfter)
 		case <-handover:
 			// Work in flight finishes here first; its outcome parks again
 			// and the hand-over is looked at then.
@@ -383,7 +411,7 @@ func (a *activation) recheckCancel() {
 	if !a.recheck.Swap(false) || a.cancelRequested() {
 		return
 	}
-	inst, err := a.sys.store.Instance(a.sys.ctx, a.id)
+	inst, err := a.sys.store.Instance(a.env.ctx, a.id)
 	if err != nil {
 		a.fail(err)
 	}
@@ -474,11 +502,18 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	step.History = a.j.Pending()
 	step.Instance, step.Epoch = a.id, a.epoch
 	take := a.withLease(&step)
-	res, err := a.sys.store.Apply(a.sys.ctx, step)
+	if step.Status == "" && !a.parking && a.inst.Status == persistence.StatusWaiting {
+		// Parked, now on the move again (see markParked).
+		step.Status = persistence.StatusRunning
+	}
+	res, err := a.sys.store.Apply(a.env.ctx, step)
 	if err != nil {
 		return res, err
 	}
 	a.tookLease(take)
+	if step.Status != "" {
+		a.inst.Status = step.Status
+	}
 	a.pending = persistence.Step{}
 	a.j.Committed()
 	clear(a.consumed)
@@ -512,7 +547,7 @@ func (a *activation) withLease(step *persistence.Step) bool {
 	if a.leased.Load() {
 		return false
 	}
-	step.TakeLease, step.LeaseTTL = a.sys.cfg.NodeID, a.sys.cfg.LeaseTTL
+	step.TakeLease, step.LeaseTTL = a.env.cfg.NodeID, a.env.cfg.LeaseTTL
 	return true
 }
 
@@ -521,7 +556,7 @@ func (a *activation) withLease(step *persistence.Step) bool {
 func (a *activation) tookLease(take bool) {
 	if take {
 		a.epoch++
-		a.inst.LeaseOwner, a.inst.LeaseEpoch = a.sys.cfg.NodeID, a.epoch
+		a.inst.LeaseOwner, a.inst.LeaseEpoch = a.env.cfg.NodeID, a.epoch
 		a.leased.Store(true)
 		a.releaseSlot()
 	}
@@ -550,7 +585,7 @@ func (a *activation) fail(err error) {
 	// this one replayed it without the lease: this activation has nothing
 	// left to do.
 	if errors.Is(err, persistence.ErrFenced) || errors.Is(err, persistence.ErrInstanceDone) ||
-		errors.Is(err, persistence.ErrLeaseHeld) || a.sys.ctx.Err() != nil {
+		errors.Is(err, persistence.ErrLeaseHeld) || a.env.ctx.Err() != nil {
 		panic(stopPanic{reason: err.Error()})
 	}
 	panic(infraPanic{err: err})
@@ -580,13 +615,13 @@ func (a *activation) effect(e persistence.Event, add func(*persistence.Step)) pe
 		a.fail(err)
 	}
 	a.restore(m)
-	e.Error = a.sys.recordError(err).marshal()
+	e.Error = a.env.recordError(err).marshal()
 	return a.recordNow(e)
 }
 
 // eventError is the error a recorded event carries, rebuilt.
 func (a *activation) eventError(e persistence.Event) error {
-	return a.sys.rebuildError(parseErrorRecord(e.Error))
+	return a.env.rebuildError(parseErrorRecord(e.Error))
 }
 
 // cleanText makes error text storable: valid UTF-8 without NUL bytes (an

@@ -21,7 +21,7 @@ func SpawnChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], in In) (PID
 	if a.observeCancel() {
 		return "", ErrCancelled
 	}
-	input, err := a.sys.encode(in)
+	input, err := a.env.encode(in)
 	if err != nil {
 		return "", err
 	}
@@ -29,20 +29,20 @@ func SpawnChild[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], in In) (PID
 		def := Definition(wf)
 		ev := persistence.Event{Kind: EventChildSpawned, Name: wf.Name(), Digest: digest(input)}
 		if err := a.sys.checkRegistered(def); err != nil {
-			ev.Error = a.sys.recordError(err).marshal()
+			ev.Error = a.env.recordError(err).marshal()
 			return a.recordNow(ev)
 		}
-		if err := a.sys.checkPayload("input", input); err != nil {
-			ev.Error = a.sys.recordError(err).marshal()
+		if err := a.env.checkPayload("input", input); err != nil {
+			ev.Error = a.env.recordError(err).marshal()
 			return a.recordNow(ev)
 		}
 		a.flush()
 		id := a.id + "/" + call
-		if _, err := a.sys.spawn(a.sys.ctx, def, input, id, a.id); err != nil {
+		if _, err := a.sys.spawn(a.env.ctx, def, input, id, a.id); err != nil {
 			if !isUserError(err) {
 				a.fail(err)
 			}
-			ev.Error = a.sys.recordError(err).marshal()
+			ev.Error = a.env.recordError(err).marshal()
 			return a.recordNow(ev)
 		}
 		ev.Ref = id
@@ -72,7 +72,7 @@ func AwaitChildAsync[In, Out any](ctx *Context, wf *WorkflowDef[In, Out], pid PI
 			return nil, err
 		}
 		d := v.(Received[mailbox.Down]).Value
-		return a.childResult(pid, d, func(b []byte) (any, error) { return decodeWith[Out](a.sys.codec, b) })
+		return a.childResult(pid, d, func(b []byte) (any, error) { return decodeWith[Out](a.env.codec, b) })
 	}
 	return &Future[Out]{a: a, c: f.c}
 }
@@ -90,7 +90,7 @@ func (a *activation) childResult(pid PID, d mailbox.Down, dec func([]byte) (any,
 	}
 	var cause error
 	if rec := parseErrorRecord(string(d.Output)); rec != nil && len(d.Output) > 0 {
-		cause = a.sys.rebuildError(rec)
+		cause = a.env.rebuildError(rec)
 	}
 	return nil, &WorkflowError{Instance: string(pid), Message: d.Error, cause: cause}
 }
@@ -157,7 +157,7 @@ func (c *Context) Monitor(pid PID) error {
 				a.fail(err)
 			}
 			a.pending.Subscribe = nil
-			ev.Error = a.sys.recordError(err).marshal()
+			ev.Error = a.env.recordError(err).marshal()
 			return a.recordNow(ev)
 		}
 		if down, over := a.downIfEnded(pid, true); over {
@@ -175,7 +175,7 @@ func (c *Context) Monitor(pid PID) error {
 // checkMail is set, its broadcast Down is not already in our mailbox, it
 // returns the Down to deliver.
 func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
-	inst, err := a.sys.store.Instance(a.sys.ctx, string(pid))
+	inst, err := a.sys.store.Instance(a.env.ctx, string(pid))
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		a.fail(err)
 	}
@@ -184,7 +184,7 @@ func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
 		return nil, false
 	}
 	if checkMail {
-		msgs, err := a.sys.store.Mailbox(a.sys.ctx, a.id, mailboxScanMax)
+		msgs, err := a.sys.store.Mailbox(a.env.ctx, a.id, mailboxScanMax)
 		if err != nil {
 			a.fail(err)
 		}
@@ -213,11 +213,11 @@ func (c *Context) Cancel(pid PID, reason string) error {
 	}
 	e := a.immediate(EventCancelSent, string(pid), "", func() persistence.Event {
 		ev := persistence.Event{Kind: EventCancelSent, Name: string(pid)}
-		if err := a.sys.Cancel(a.sys.ctx, pid, reason); err != nil {
+		if err := a.sys.Cancel(a.env.ctx, pid, reason); err != nil {
 			if !isUserError(err) {
 				a.fail(err)
 			}
-			ev.Error = a.sys.recordError(err).marshal()
+			ev.Error = a.env.recordError(err).marshal()
 		}
 		return a.recordNow(ev)
 	})

@@ -32,7 +32,7 @@ func (c *Context) EmitEvent(id, typ string, data []byte) (string, error) {
 	if err := validID("event ID", id); err != nil {
 		return "", err
 	}
-	if err := a.sys.checkPayload("event", data); err != nil {
+	if err := a.env.checkPayload("event", data); err != nil {
 		return "", err
 	}
 	e := a.immediate(EventEmitted, typ, digest(data), func() persistence.Event {

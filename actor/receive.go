@@ -92,7 +92,7 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 		if !r.matches(m) {
 			a.nondet(e, "a receive whose type or filters reject message "+m.ID)
 		}
-		v, err := decodeWith[T](a.sys.codec, m.Payload)
+		v, err := decodeWith[T](a.env.codec, m.Payload)
 		if err != nil {
 			return Received[T]{Message: m}, &DecodeError{MessageID: m.ID, Type: typeName[T](), Message: m.Payload, Err: err}
 		}
@@ -110,7 +110,7 @@ func (a *activation) scanMail(recv []*command) bool {
 		return true
 	}
 	for limit := a.mailboxPage(); ; limit *= 8 {
-		all, err := a.sys.store.Mailbox(a.sys.ctx, a.id, limit)
+		all, err := a.sys.store.Mailbox(a.env.ctx, a.id, limit)
 		if err != nil {
 			a.fail(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/persistence"
@@ -35,10 +34,9 @@ func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &System{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf},
+	cfg.Hooks = nopHooks{}
+	v := &env{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	s.cfg.Hooks = nopHooks{}
-	s.cfg.PassivateAfter = time.Hour
 	hist := make([]persistence.Event, len(history))
 	for i, e := range history {
 		hist[i] = persistence.Event{Seq: e.Seq, Kind: string(e.Kind), Name: e.Name, Ref: e.Ref, Payload: e.Payload,
@@ -47,7 +45,7 @@ func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...
 	if len(hist) > 0 && hist[0].Kind == EventStarted && hist[0].Name != wf.Name() {
 		return fmt.Errorf("%w: history is of workflow %q, not %q", ErrInvalidInput, hist[0].Name, wf.Name())
 	}
-	return s.replay(wf, journal.Events(hist))
+	return replay(v, wf, journal.Events(hist))
 }
 
 // Replay replays the stored history of pid against the workflow code this
@@ -62,20 +60,21 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 	if !ok {
 		return fmt.Errorf("%w: %q (instance %s)", ErrUnknownWorkflow, inst.Workflow, pid)
 	}
-	hist, err := readHist(ctx, s.store, string(pid), inst.HistoryLen, s.histPage)
+	hist, err := readHist(ctx, s.store, string(pid), inst.HistoryLen, s.cfg.HistoryPage)
 	if err != nil {
 		return err
 	}
-	r := &System{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	r.cfg.Hooks = nopHooks{}
-	return r.replay(def, hist)
+	v := &env{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	v.cfg.Hooks = nopHooks{}
+	return replay(v, def, hist)
 }
 
 // replay drives the workflow over a replay-only journal: every durable call
 // is answered from history, and the first one that would run live ends the
-// replay (see activation.must) before anything is started or written.
-func (s *System) replay(def Definition, hist journal.History) error {
-	a := newActivation(s, def, persistence.Instance{ID: "replay", Workflow: def.Name()}, hist)
+// replay (see activation.must) before anything is started or written. It
+// runs in v alone: there is no runtime (store, timers, node) to reach.
+func replay(v *env, def Definition, hist journal.History) error {
+	a := newActivationIn(v, nil, def, persistence.Instance{ID: "replay", Workflow: def.Name()}, hist)
 	a.j = journal.NewReplay(hist)
 	defer a.stopRun()
 	out, oc, crash, _, werr := a.execute()

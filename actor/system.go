@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nornlabs/norn/actor/internal/compete"
+	"github.com/nornlabs/norn/actor/internal/starts"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/timers"
@@ -48,6 +50,11 @@ type Config struct {
 	// takes its lease with its first commit): so that waking 100,000
 	// instances at once holds a bounded number of them in memory.
 	MaxActivating int
+	// HistoryPage is how many history events an activation (and Replay)
+	// reads from the store at a time while it replays: it holds at most two
+	// pages, so a long history costs memory for two pages, not for all of
+	// it. Default 512; negative is rejected.
+	HistoryPage int
 	// TimerHorizon is how far ahead timers are held in memory. Default 1
 	// minute, minimum 1s.
 	TimerHorizon time.Duration
@@ -124,14 +131,10 @@ type Config struct {
 
 // System is a running node. Create it with Start, end it with Stop.
 type System struct {
-	cfg    Config
+	// env is what running workflow code needs; the rest is the runtime.
+	env
 	store  persistence.Store
-	defs   map[string]Definition
-	log    *slog.Logger
-	codec  Codec
 	timers *timers.Service
-	// histPage is how many history events an activation reads at a time.
-	histPage int
 	// fresh holds a slot for each activation woken without its lease until
 	// it takes the lease, parks or ends (see activation.slot).
 	fresh chan struct{}
@@ -143,7 +146,6 @@ type System struct {
 	dead        []string
 	owned       []bool // buckets owned at the last rebalance (rebalance loop only)
 
-	ctx    context.Context // lives until Stop
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // background loops
 	runs   sync.WaitGroup // activation goroutines
@@ -162,18 +164,28 @@ type System struct {
 	stopping bool
 	closed   bool // no more calls from outside: Stop has unwound the activations
 	acts     map[string]*activation
-	starting map[string]startState // a start (spawn or activator) in progress
-	waiters  map[string][]chan *persistence.Instance
-	queue    []string // instances waiting for an activator
-	workers  int      // running activators
-	// queueSubs are the competing subscribers of each channel as the last
-	// commit that queued a message there named them; queueRR rotates the
-	// consumer a queued message wakes (see compete.go).
-	queueSubs map[string][]string
-	queueRR   int
+	// starts are the starts (spawns and activators) in progress and the
+	// instances queued for an activator.
+	starts  *starts.Table
+	waiters map[string][]chan *persistence.Instance
+	// competing picks the consumer each message queued on a competing
+	// channel wakes (see compete.go).
+	competing *compete.Router[*activation]
 	// claims holds the queued messages local consumers are claiming, so
 	// that they do not all race for the same rows.
 	claims mailbox.Claims[*activation]
+}
+
+// env is what running a workflow's code needs from its node, live or in
+// Replay: the configuration, the codec, the registered workflows and
+// errors, the logger and the hooks. A System is an env plus the runtime
+// (store, timers, activations, the node's role); Replay has the env alone.
+type env struct {
+	ctx   context.Context // lives until Stop (a Replay: until it returns)
+	cfg   Config
+	codec Codec
+	defs  map[string]Definition
+	log   *slog.Logger
 }
 
 // parkWatcher is implemented by Hooks that hear, before an activation
@@ -189,14 +201,6 @@ func (s *System) beforePark(id string) {
 	if w, ok := s.cfg.Hooks.(parkWatcher); ok {
 		w.beforePark(id)
 	}
-}
-
-// startState is what happened to an instance while its start was in
-// progress. Whoever holds the start acts on it afterwards: a start that
-// launched an activation hands it over, one that did not starts again.
-type startState struct {
-	woken     bool // a wake (mail, timer, notification, rescan) arrived
-	cancelled bool // a local Cancel arrived (its request is durable)
 }
 
 // Minimums of the Config durations: below them a node spends its time on
@@ -236,6 +240,9 @@ func (c *Config) validate() error {
 		if f.val != 0 && f.val < f.min {
 			return fmt.Errorf("%w: Config.%s is %v; it must be at least %v (or zero for the default)", ErrInvalidInput, f.name, f.val, f.min)
 		}
+	}
+	if c.HistoryPage < 0 {
+		return fmt.Errorf("%w: Config.HistoryPage is %d; it must not be negative", ErrInvalidInput, c.HistoryPage)
 	}
 	if c.MaxActivating < 0 {
 		return fmt.Errorf("%w: Config.MaxActivating is %d; it must not be negative", ErrInvalidInput, c.MaxActivating)
@@ -283,6 +290,9 @@ func (c Config) withDefaults() Config {
 	if c.DurableBackoff <= 0 {
 		c.DurableBackoff = 5 * time.Second
 	}
+	if c.HistoryPage == 0 {
+		c.HistoryPage = defaultHistoryPage
+	}
 	if c.MaxActivating == 0 {
 		c.MaxActivating = 64
 	}
@@ -321,10 +331,11 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &System{histPage: defaultHistoryPage,
-		cfg: cfg, store: cfg.Store, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec,
-		acts: map[string]*activation{}, starting: map[string]startState{}, waiters: map[string][]chan *persistence.Instance{},
-		queueSubs: map[string][]string{},
+	s := &System{
+		env:   env{cfg: cfg, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec},
+		store: cfg.Store,
+		acts:  map[string]*activation{}, starts: starts.New(cfg.MaxActivating), waiters: map[string][]chan *persistence.Instance{},
+		competing: compete.NewRouter[*activation](),
 	}
 	s.fresh = make(chan struct{}, 8*cfg.MaxActivating)
 	s.role = newRole(cfg)
@@ -638,10 +649,7 @@ func (s *System) rescan() {
 		a.recheck.Store(true)
 		s.signalLocked(a, sigWake)
 	}
-	for id, st := range s.starting {
-		st.woken = true
-		s.starting[id] = st
-	}
+	s.starts.MarkAll()
 	s.mu.Unlock()
 	s.timers.Reload()
 	s.goBG(s.recoverOnce)
@@ -672,7 +680,7 @@ func (s *System) fireTimer(id string) {
 func (s *System) warm(id string) {
 	s.mu.Lock()
 	_, live := s.acts[id]
-	_, busy := s.starting[id]
+	busy := s.starts.Starting(id)
 	s.mu.Unlock()
 	if !live && !busy {
 		s.wake(id)
@@ -735,13 +743,7 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		s.signalLocked(a, sig)
 		return nil
 	}
-	if st, ok := s.starting[id]; ok && !s.stopping {
-		if sig == sigCancel {
-			st.cancelled = true
-		} else {
-			st.woken = true
-		}
-		s.starting[id] = st
+	if !s.stopping && s.starts.Mark(id, sig == sigCancel) {
 		return nil
 	}
 	if s.stopping || !s.role.actsOn(id, from) {
@@ -754,10 +756,7 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		}
 		return nil
 	}
-	s.starting[id] = startState{}
-	s.queue = append(s.queue, id)
-	if s.workers < s.cfg.MaxActivating {
-		s.workers++
+	if s.starts.Queue(id) {
 		s.runs.Add(1)
 		go s.activator()
 	}
@@ -785,18 +784,11 @@ func (s *System) activator() {
 	defer s.runs.Done()
 	for {
 		s.mu.Lock()
-		if len(s.queue) == 0 || s.stopping {
-			for _, id := range s.queue {
-				delete(s.starting, id)
-			}
-			s.queue = nil
-			s.workers--
-			s.mu.Unlock()
+		id, ok := s.starts.Next(s.stopping)
+		s.mu.Unlock()
+		if !ok {
 			return
 		}
-		id := s.queue[0]
-		s.queue = s.queue[1:]
-		s.mu.Unlock()
 		s.activate(id)
 	}
 }
@@ -847,10 +839,9 @@ func (s *System) activate(id string) {
 // a change the start did not see (mail, a cancel, the instance's creation).
 func (s *System) endStart(id string, again bool) {
 	s.mu.Lock()
-	st := s.starting[id]
-	delete(s.starting, id)
+	st := s.starts.End(id)
 	s.mu.Unlock()
-	if again && (st.woken || st.cancelled) {
+	if again && (st.Woken || st.Cancelled) {
 		s.wake(id)
 	}
 }
@@ -889,7 +880,7 @@ func (s *System) load(id string) (*activation, error) {
 			return nil, err
 		}
 	}
-	hist, err := readHist(s.ctx, s.store, id, inst.HistoryLen, s.histPage)
+	hist, err := readHist(s.ctx, s.store, id, inst.HistoryLen, s.cfg.HistoryPage)
 	if err != nil {
 		return nil, err
 	}
@@ -912,14 +903,13 @@ func (s *System) launch(a *activation) {
 	for {
 		s.mu.Lock()
 		if s.stopping {
-			delete(s.starting, a.id)
+			s.starts.End(a.id)
 			s.mu.Unlock()
 			s.abandon(a)
 			return
 		}
-		st := s.starting[a.id]
-		if st.woken && !st.cancelled {
-			s.starting[a.id] = startState{} // later wakes mark it again
+		if st := s.starts.Peek(a.id); st.Woken && !st.Cancelled {
+			s.starts.Take(a.id) // later wakes mark it again
 			s.mu.Unlock()
 			woken = true
 			inst, err := s.store.Instance(s.ctx, a.id)
@@ -937,12 +927,12 @@ func (s *System) launch(a *activation) {
 			}
 			continue
 		}
-		delete(s.starting, a.id)
+		st := s.starts.End(a.id)
 		s.acts[a.id] = a
-		if st.cancelled {
+		if st.Cancelled {
 			a.deliver(sigCancel)
 		}
-		if st.woken || woken {
+		if st.Woken || woken {
 			a.deliver(sigWake)
 		}
 		s.runs.Add(1)
@@ -1065,4 +1055,4 @@ func randomHex(n int) string {
 }
 
 // encode turns v into its stored form with the node's codec.
-func (s *System) encode(v any) ([]byte, error) { return encodeWith(s.codec, v) }
+func (e *env) encode(v any) ([]byte, error) { return encodeWith(e.codec, v) }

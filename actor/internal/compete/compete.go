@@ -1,0 +1,184 @@
+package compete
+
+import (
+	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
+)
+
+// Router holds the consumers of one node that wait on competing channels
+// and picks the one each queued message wakes. C names a consumer (the
+// runtime's activation). The zero value is not ready: use NewRouter. It is
+// not safe for concurrent use (see the package doc).
+type Router[C comparable] struct {
+	// subs are the competing subscribers of each channel as the last
+	// commit that queued a message there named them.
+	subs map[string][]string
+	// rr rotates the subscriber a message wakes first.
+	rr int
+	// waiting are the registered consumers and what their receives accept.
+	waiting map[C][]mailbox.Receive
+	// held are the queued messages whose wake a consumer was given and has
+	// not served by a read yet.
+	held map[C][]persistence.QueuedMessage
+}
+
+// NewRouter returns an empty Router.
+func NewRouter[C comparable]() *Router[C] {
+	return &Router[C]{
+		subs:    map[string][]string{},
+		waiting: map[C][]mailbox.Receive{},
+		held:    map[C][]persistence.QueuedMessage{},
+	}
+}
+
+// Wait registers c as about to read its mailbox for receives rs. The wakes
+// it held are served by that read.
+func (r *Router[C]) Wait(c C, rs []mailbox.Receive) {
+	if rs == nil {
+		rs = []mailbox.Receive{}
+	}
+	r.waiting[c] = rs
+	delete(r.held, c)
+}
+
+// Busy ends c's registration: it took something, or its wait ended. It
+// returns the wakes c was given since its last read, for the caller to
+// route to another consumer (Route with except c).
+func (r *Router[C]) Busy(c C) []persistence.QueuedMessage {
+	delete(r.waiting, c)
+	held := r.held[c]
+	delete(r.held, c)
+	return held
+}
+
+// Leave is Busy for a consumer that stops, restarts or ends.
+func (r *Router[C]) Leave(c C) []persistence.QueuedMessage { return r.Busy(c) }
+
+// Waiting reports whether c is registered.
+func (r *Router[C]) Waiting(c C) bool {
+	_, ok := r.waiting[c]
+	return ok
+}
+
+// Subscribers returns the competing subscribers of ch the last queued
+// message there named (nil if none has been seen).
+func (r *Router[C]) Subscribers(ch string) []string { return r.subs[ch] }
+
+// Liveness is what the runtime knows of a subscriber on this node.
+type Liveness int
+
+const (
+	// Cold: not live here (passivated, passivating, starting, or on another
+	// node); it is woken the ordinary way and reads its mailbox.
+	Cold Liveness = iota
+	// Live: a live activation of this node.
+	Live
+)
+
+// Decision is what a queued message wakes.
+type Decision[C comparable] struct {
+	// Wake are the live consumers to signal: the one picked, and any whose
+	// receives may accept the message without being sure to.
+	Wake []C
+	// Cold are the subscribers to wake the ordinary way, when no live
+	// consumer was picked.
+	Cold []string
+}
+
+// Route decides what q wakes. live tells, for a subscriber ID, the
+// consumer that is live for it on this node. except is left out (it is
+// passing the wake on). The consumer picked is unregistered and holds q's
+// wake until its next Wait, Busy or Leave.
+func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id string) (C, Liveness)) Decision[C] {
+	if q.Channel != "" && len(q.Subscribers) > 0 {
+		r.subs[q.Channel] = q.Subscribers
+	}
+	var d Decision[C]
+	var pick C
+	picked := false
+	n := len(q.Subscribers)
+	start := r.rr
+	r.rr++
+	for i := range n {
+		id := q.Subscribers[(start+i)%n]
+		c, l := live(id)
+		if l == Cold {
+			d.Cold = append(d.Cold, id)
+			continue
+		}
+		rs, registered := r.waiting[c]
+		if c == except || !registered {
+			continue // busy: it reads its mailbox before it parks
+		}
+		ok, sure := acceptsQueued(rs, q.Channel, q.Type)
+		switch {
+		case !ok:
+		case !sure:
+			// A filter may reject it: wake this one as well.
+			d.Wake = append(d.Wake, c)
+		case !picked:
+			pick, picked = c, true
+		}
+	}
+	if picked {
+		delete(r.waiting, pick)
+		r.held[pick] = append(r.held[pick], q)
+		d.Wake = append(d.Wake, pick)
+		d.Cold = nil
+	}
+	return d
+}
+
+// acceptsQueued reports whether one of the receives rs may take a message
+// of type typ on channel ch, and whether that is sure (no filter left to
+// reject it).
+func acceptsQueued(rs []mailbox.Receive, ch, typ string) (ok, sure bool) {
+	for _, r := range rs {
+		if may, certain := r.MayAccept(ch, typ); may {
+			ok = true
+			if certain {
+				return true, true
+			}
+		}
+	}
+	return ok, false
+}
+
+// Addressees splits the instances a commit by self woke: woken are those
+// to wake for their own mail (each once, self left out), and the queued
+// messages are to be routed one consumer each. StepResult.Woken names a
+// competing subscriber once per queued message; what is left after taking
+// those out was woken for its own mail.
+func Addressees(self string, res persistence.StepResult) (woken []string) {
+	if len(res.Queued) == 0 {
+		var last string
+		woken = res.Woken[:0:0]
+		for _, id := range res.Woken {
+			if id == self || id == last {
+				continue
+			}
+			last = id
+			woken = append(woken, id)
+		}
+		return woken
+	}
+	count := make(map[string]int, len(res.Woken))
+	order := make([]string, 0, len(res.Woken))
+	for _, id := range res.Woken {
+		if count[id] == 0 {
+			order = append(order, id)
+		}
+		count[id]++
+	}
+	for _, q := range res.Queued {
+		for _, id := range q.Subscribers {
+			count[id]--
+		}
+	}
+	for _, id := range order {
+		if count[id] > 0 && id != self {
+			woken = append(woken, id)
+		}
+	}
+	return woken
+}

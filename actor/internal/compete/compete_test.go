@@ -1,0 +1,158 @@
+package compete
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
+)
+
+// node is a table of live consumers: the IDs in it are live, the others
+// cold.
+type node map[string]bool
+
+func (n node) live(id string) (string, Liveness) {
+	if n[id] {
+		return id, Live
+	}
+	return "", Cold
+}
+
+func onChannel(ch string) mailbox.Receive {
+	return mailbox.Receive{Spec: mailbox.Spec{HasChannel: true, Channel: ch}}
+}
+
+func queued(ch string, subs ...string) persistence.QueuedMessage {
+	return persistence.QueuedMessage{Channel: ch, Subscribers: subs}
+}
+
+func TestRouteWakesOneRegisteredConsumerPerMessage(t *testing.T) {
+	r := NewRouter[string]()
+	n := node{"a": true, "b": true, "c": true}
+	for _, id := range []string{"a", "b", "c"} {
+		r.Wait(id, []mailbox.Receive{onChannel("jobs")})
+	}
+	var woken []string
+	for range 3 {
+		d := r.Route(queued("jobs", "a", "b", "c"), "", n.live)
+		if len(d.Wake) != 1 || len(d.Cold) != 0 {
+			t.Fatalf("decision %+v, want one consumer woken", d)
+		}
+		woken = append(woken, d.Wake[0])
+	}
+	slices.Sort(woken)
+	if !slices.Equal(woken, []string{"a", "b", "c"}) {
+		t.Fatalf("three messages woke %v, want each consumer once", woken)
+	}
+	// Every consumer holds a wake now and none is registered: a fourth
+	// message wakes nobody (the busy ones look before they park).
+	if d := r.Route(queued("jobs", "a", "b", "c"), "", n.live); len(d.Wake)+len(d.Cold) != 0 {
+		t.Fatalf("fourth message: %+v, want nothing", d)
+	}
+}
+
+func TestRouteColdSubscribersWhenNoneRegistered(t *testing.T) {
+	r := NewRouter[string]()
+	n := node{"live-busy": true}
+	d := r.Route(queued("jobs", "live-busy", "passivated"), "", n.live)
+	if len(d.Wake) != 0 || !slices.Equal(d.Cold, []string{"passivated"}) {
+		t.Fatalf("decision %+v, want the cold subscriber only", d)
+	}
+	// A registered consumer is picked instead of waking the cold one.
+	r.Wait("live-busy", []mailbox.Receive{onChannel("jobs")})
+	d = r.Route(queued("jobs", "live-busy", "passivated"), "", n.live)
+	if !slices.Equal(d.Wake, []string{"live-busy"}) || d.Cold != nil {
+		t.Fatalf("decision %+v, want the registered consumer and no cold wake", d)
+	}
+}
+
+func TestRouteSkipsWhatReceivesRefuse(t *testing.T) {
+	r := NewRouter[string]()
+	n := node{"other": true, "typed": true, "filtered": true, "sure": true}
+	r.Wait("other", []mailbox.Receive{onChannel("elsewhere")})
+	r.Wait("typed", []mailbox.Receive{{Type: "Invoice", Spec: mailbox.Spec{HasChannel: true, Channel: "jobs"}}})
+	filtered := onChannel("jobs")
+	filtered.Spec.HasFrom = true
+	r.Wait("filtered", []mailbox.Receive{filtered})
+	r.Wait("sure", []mailbox.Receive{onChannel("jobs")})
+
+	q := queued("jobs", "other", "typed", "filtered", "sure")
+	q.Type = "Order"
+	d := r.Route(q, "", n.live)
+	slices.Sort(d.Wake)
+	// "filtered" may accept it (its sender filter cannot be checked here):
+	// it is woken as well, and stays registered.
+	if !slices.Equal(d.Wake, []string{"filtered", "sure"}) {
+		t.Fatalf("woke %v, want filtered and sure", d.Wake)
+	}
+	if !r.Waiting("filtered") || r.Waiting("sure") || !r.Waiting("typed") || !r.Waiting("other") {
+		t.Fatal("only the consumer picked leaves its registration")
+	}
+}
+
+func TestHeldWakesArePassedOn(t *testing.T) {
+	r := NewRouter[string]()
+	n := node{"a": true, "b": true}
+	r.Wait("a", []mailbox.Receive{onChannel("jobs")})
+	q := queued("jobs", "a", "b")
+	if d := r.Route(q, "", n.live); !slices.Equal(d.Wake, []string{"a"}) {
+		t.Fatalf("woke %v, want a", d.Wake)
+	}
+	// a stops before its read: its wake goes to b, which registered since.
+	r.Wait("b", []mailbox.Receive{onChannel("jobs")})
+	held := r.Leave("a")
+	if len(held) != 1 || held[0].Channel != "jobs" {
+		t.Fatalf("a held %v, want the jobs wake", held)
+	}
+	if d := r.Route(held[0], "a", n.live); !slices.Equal(d.Wake, []string{"b"}) {
+		t.Fatalf("passed-on wake woke %v, want b", d.Wake)
+	}
+	// A read serves the wakes held: registering again drops them.
+	r.Wait("b", []mailbox.Receive{onChannel("jobs")})
+	if held := r.Busy("b"); len(held) != 0 {
+		t.Fatalf("b still holds %v after its read", held)
+	}
+}
+
+func TestExceptIsNeverPicked(t *testing.T) {
+	r := NewRouter[string]()
+	n := node{"a": true}
+	r.Wait("a", []mailbox.Receive{onChannel("jobs")})
+	if d := r.Route(queued("jobs", "a"), "a", n.live); len(d.Wake) != 0 {
+		t.Fatalf("woke %v, the consumer passing the wake on", d.Wake)
+	}
+}
+
+func TestSubscribersRemembered(t *testing.T) {
+	r := NewRouter[string]()
+	if r.Subscribers("jobs") != nil {
+		t.Fatal("subscribers before any message")
+	}
+	r.Route(queued("jobs", "a", "b"), "", node{}.live)
+	if got := r.Subscribers("jobs"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("subscribers %v", got)
+	}
+}
+
+func TestAddressees(t *testing.T) {
+	tests := []struct {
+		name string
+		res  persistence.StepResult
+		want []string
+	}{
+		{"own mail, self and repeats left out",
+			persistence.StepResult{Woken: []string{"self", "x", "x", "y"}}, []string{"x", "y"}},
+		{"competing subscribers routed, not woken",
+			persistence.StepResult{Woken: []string{"a", "b", "a", "b"}, Queued: []persistence.QueuedMessage{queued("jobs", "a", "b"), queued("jobs", "a", "b")}}, nil},
+		{"a subscriber with mail of its own too",
+			persistence.StepResult{Woken: []string{"a", "b", "a"}, Queued: []persistence.QueuedMessage{queued("jobs", "a", "b")}}, []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Addressees("self", tt.res); !slices.Equal(got, tt.want) {
+				t.Fatalf("Addressees = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,38 @@
+// Package compete decides which of a node's consumers wakes for each
+// message published on a channel with competing subscribers.
+//
+// Waking every parked consumer for each message makes all but one of them
+// read the queue and lose the race for the claim, so a published message
+// wakes one consumer. The rules:
+//
+//   - A consumer registers what its receives accept (Wait) before it reads
+//     its mailbox, and stays registered until a receive takes something or
+//     its wait ends (Busy). A message committed after the registration
+//     wakes it, or another registered consumer; one committed before is
+//     seen by the read. So no message is left between a consumer's look and
+//     its park.
+//   - A published message wakes one registered consumer whose receives
+//     accept it for sure (Route). That consumer is unregistered at once, so
+//     the next message wakes another, and holds the wake until its next
+//     mailbox read. A consumer whose receives may accept it (a sender or
+//     payload filter may still refuse it) is woken as well. With no
+//     consumer registered, busy consumers look before they park, and
+//     subscribers that are not live on this node are handed back (Cold) to
+//     be woken the ordinary way.
+//   - A consumer that leaves its wait, stops or crashes while holding wakes
+//     passes them on (Busy and Leave return them for the caller to route
+//     again).
+//
+// A Router does no IO, starts nothing and has no lock of its own: the
+// runtime calls it under the lock that also guards its table of live
+// activations, so that registration, routing and that table change
+// together.
+//
+// Used by the runtime like this, under its lock:
+//
+//	r := compete.NewRouter[*activation]()
+//	r.Wait(a, receives)                         // before a's mailbox read
+//	d := r.Route(queued, nil, liveConsumer)     // after a commit queued a message
+//	for _, c := range d.Wake { signal(c) }
+//	wakeTheUsualWay(d.Cold)
+package compete
