@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor/internal/journal"
-	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/supervisor"
 )
@@ -576,14 +575,7 @@ func (a *activation) finish(status persistence.Status, out []byte, werr error) b
 	a.pending.Status, a.pending.Output, a.pending.Error = status, out, msg
 	// The parent and the monitors learn of our end in the same transaction
 	// (a monitor channel without subscribers drops the message).
-	down, _ := JSON{}.Marshal(mailbox.Down{PID: PID(a.id), Status: string(status), Error: msg, Output: out})
-	downType := messageType(mailbox.Down{})
-	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.MonitorChannel(PID(a.id)),
-		Sender: a.id, Type: downType, Payload: down})
-	if a.inst.Parent != "" {
-		a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
-			Target: a.inst.Parent, Sender: a.id, Type: downType, Payload: down})
-	}
+	a.pending.Send = append(a.pending.Send, downMessages(a.id, a.inst.Parent, status, msg, out)...)
 	a.finishing.Store(true)
 	if err := a.commit(); err != nil {
 		a.finishing.Store(false)

@@ -415,6 +415,10 @@ func (a *activation) recheckCancel() {
 	if err != nil {
 		a.fail(err)
 	}
+	if inst.Status.Terminal() {
+		// Ended from outside (System.Terminate): nothing left to do here.
+		panic(stopPanic{reason: "ended elsewhere"})
+	}
 	if inst.CancelReason != "" {
 		a.cancelReason = inst.CancelReason
 		a.deliver(sigCancel)

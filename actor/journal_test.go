@@ -737,9 +737,9 @@ func TestSelectReplaysSameChoice(t *testing.T) {
 		return countKind(h, actor.EventActivity) == 2
 	})
 	picks.waitLen(t, 2, "replay after the first restart")
-	n.restart() // both outcomes recorded: replay must still pick fast
+	n.restart()                 // both outcomes recorded: replay must still pick fast
+	sendOK(t, n.sys, pid, "go") // parked in its receive, it is woken by the message
 	picks.waitLen(t, 3, "replay after the second restart")
-	sendOK(t, n.sys, pid, "go")
 	got, err := actor.Await(testutil.Ctx(t, 30*time.Second), n.sys, wf, pid)
 	if err != nil || got != "first=1 slow=1 fast=20 timer-vs-stuck=1" {
 		t.Fatalf("Await = %q, %v", got, err)

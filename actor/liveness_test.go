@@ -86,9 +86,10 @@ func waiterWF() *actor.WorkflowDef[int, string] {
 	})
 }
 
-// parkedInstance spawns id on a first node and stops it: the instance is
-// left running, with no lease and no activation, for the next node's
-// recovery scan to start.
+// parkedInstance spawns id on a first node and stops it, then marks it
+// running as a node that died mid-run leaves it: with no lease and no
+// activation, for the next node's recovery scan to start. (Stopped in its
+// receive, it would be waiting: woken by mail, not by the scan.)
 func parkedInstance(t *testing.T, st persistence.Store, wf *actor.WorkflowDef[int, string], id string) actor.PID {
 	t.Helper()
 	ctx := testutil.Ctx(t, liveWait)
@@ -101,6 +102,13 @@ func parkedInstance(t *testing.T, st persistence.Store, wf *actor.WorkflowDef[in
 		t.Fatal(err)
 	}
 	if err := sys.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := st.Instance(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, persistence.Step{Instance: id, Epoch: inst.LeaseEpoch, Status: persistence.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
 	return pid

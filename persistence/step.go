@@ -169,6 +169,15 @@ type Step struct {
 	// History[0].Seq must then be 0 and Run is incremented. The stored
 	// history length is not checked.
 	ResetHistory bool
+	// Reopen makes the step apply to an ended instance instead of a live
+	// one, starting a new run of it (a reset, a retry, a restart): it
+	// requires ResetHistory and a Status that is not terminal, and clears
+	// the stored Output, Error and cancel request. The lease stays free
+	// (an ended instance holds none) and the epoch is checked as usual, so
+	// of two reopens of one end only the first applies. It fails with
+	// ErrInstanceLive if the instance has not ended. Not with Create or
+	// TakeLease.
+	Reopen bool
 	// IncRestarts adds one to the restart counter.
 	IncRestarts bool
 	// RestartLog, when non-nil, replaces the instance's RecentRestarts (an
@@ -230,7 +239,7 @@ func (s *Step) Target() (id string, epoch int64) {
 // but the history length (and the updated time): no status, lease,
 // restart or run change. Most steps are.
 func (s *Step) AppendOnly() bool {
-	return !s.ResetHistory && s.Status == "" && !s.ReleaseLease && !s.IncRestarts && s.RestartLog == nil && s.TakeLease == ""
+	return !s.ResetHistory && !s.Reopen && s.Status == "" && !s.ReleaseLease && !s.IncRestarts && s.RestartLog == nil && s.TakeLease == ""
 }
 
 // UpdatesInstance reports whether the step updates an existing instance's
@@ -258,9 +267,10 @@ func (s *Step) ExpectHistoryLen() int64 {
 }
 
 // SetsOutput reports whether the step replaces the stored Output and Error:
-// when it sets a Status that is terminal, or with an Output or Error.
+// when it sets a Status that is terminal, or with an Output or Error, and
+// when it reopens the instance (see Reopen).
 func (s *Step) SetsOutput() bool {
-	return s.Status != "" && (s.Status.Terminal() || s.Output != nil || s.Error != "")
+	return s.Reopen || s.Status != "" && (s.Status.Terminal() || s.Output != nil || s.Error != "")
 }
 
 // ReleasesLease reports whether the step clears the lease: ReleaseLease, or

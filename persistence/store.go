@@ -43,8 +43,11 @@ const (
 // Errors that callers branch on. Drivers return them (possibly wrapped) so
 // that errors.Is works.
 var (
-	ErrNotFound      = errors.New("norn: instance not found")
-	ErrInstanceDone  = errors.New("norn: instance already ended")
+	ErrNotFound     = errors.New("norn: instance not found")
+	ErrInstanceDone = errors.New("norn: instance already ended")
+	// ErrInstanceLive: a step that reopens an instance (Step.Reopen) found
+	// it has not ended.
+	ErrInstanceLive  = errors.New("norn: instance has not ended")
 	ErrFenced        = errors.New("norn: lease epoch changed; this activation no longer owns the instance")
 	ErrLeaseHeld     = errors.New("norn: instance lease held by another owner")
 	ErrMessageGone   = errors.New("norn: message already consumed")

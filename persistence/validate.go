@@ -151,6 +151,14 @@ func (s *Step) Validate() error {
 		}
 	}
 	v.id("TakeLease", -1, "", s.TakeLease)
+	if s.Reopen {
+		switch {
+		case s.Create != nil || s.TakeLease != "":
+			v.fail("Reopen", -1, "", "set with Create or TakeLease: it starts a new run of an existing, ended instance")
+		case !s.ResetHistory || len(s.History) == 0 || s.Status == "" || s.Status.Terminal():
+			v.fail("Reopen", -1, "", "needs ResetHistory, the new run's History and a Status that is not terminal")
+		}
+	}
 	switch {
 	case s.LeaseTTL < 0:
 		v.fail("LeaseTTL", -1, "", "negative: "+s.LeaseTTL.String())

@@ -138,7 +138,8 @@ var statements = map[string]string{
 	// output and error, $5 output, $6 error, $7 release the lease, $8 count
 	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1,
 	// $13 new restart log or NULL to keep it, $14 the owner taking the lease
-	// or '' (Step.TakeLease), $15 its TTL in nanoseconds.
+	// or '' (Step.TakeLease), $15 its TTL in nanoseconds, $16 reopen an
+	// ended instance (Step.Reopen) instead of updating a live one.
 	sqlUpdateInstance: `WITH u AS (
 		UPDATE instances SET
 			history_len = CASE WHEN $1::boolean THEN $2::bigint ELSE history_len + $2::bigint END,
@@ -151,9 +152,10 @@ var statements = map[string]string{
 			lease_epoch = lease_epoch + CASE WHEN $14::text <> '' THEN 1 ELSE 0 END,
 			restarts = restarts + CASE WHEN $8::boolean THEN 1 ELSE 0 END,
 			restart_log = COALESCE($13::text, restart_log),
+			cancel_reason = CASE WHEN $16::boolean THEN '' ELSE cancel_reason END,
 			updated_at = $9::bigint
 		WHERE id = $10::text AND lease_epoch = $11::bigint AND ($12::bigint < 0 OR history_len = $12::bigint)
-			AND status NOT IN ` + terminalSQL + `
+			AND (status IN ` + terminalSQL + `) = $16::boolean
 			AND ($14::text = '' OR lease_owner IS NULL OR lease_owner = $14::text OR lease_expires < ` + serverNowNS + `)
 		RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM u), '` + checkUpdate + `', '')`,

@@ -110,8 +110,9 @@ func (c *compiler) instance() {
 	r, id, epoch, expect, take := c.r, c.id, c.epoch, step.ExpectHistoryLen(), step.TakeLease != ""
 	c.add(op{label: "update instance", name: sqlUpdateInstance,
 		args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), step.SetsOutput(), step.Output, step.Error,
-			step.ReleasesLease(), step.IncRestarts, c.now.UnixNano(), id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL)},
-		check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, take) }})
+			step.ReleasesLease(), step.IncRestarts, c.now.UnixNano(), id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL),
+			step.Reopen},
+		check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, take, step.Reopen) }})
 }
 
 // history drops the current run's history on ResetHistory and appends.
@@ -386,7 +387,7 @@ func modeConflict(channel string, requested persistence.Mode) func(*pgconn.PgErr
 
 // diagnose is the statement that tells why a conditional instance update
 // matched nothing; it runs after the step was rolled back.
-func diagnose(r *writeReq, id string, epoch, expect int64, take bool) *op {
+func diagnose(r *writeReq, id string, epoch, expect int64, take, reopen bool) *op {
 	return &op{req: r, follow: true, label: "read instance " + id, name: sqlInstanceState, args: []any{id},
 		read: func(br pgx.BatchResults) error {
 			var status string
@@ -397,7 +398,9 @@ func diagnose(r *writeReq, id string, epoch, expect int64, take bool) *op {
 				r.err = fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
 			case err != nil:
 				return err
-			case persistence.Status(status).Terminal():
+			case reopen && !persistence.Status(status).Terminal():
+				r.err = fmt.Errorf("%w: %s is %s", persistence.ErrInstanceLive, id, status)
+			case !reopen && persistence.Status(status).Terminal():
 				r.err = fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
 			case gotEpoch != epoch:
 				r.err = fmt.Errorf("%w: %s epoch %d, writer has %d", persistence.ErrFenced, id, gotEpoch, epoch)

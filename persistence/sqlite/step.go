@@ -93,8 +93,10 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		restarts = restarts + ?8,
 		restart_log = COALESCE(?13, restart_log),
 		holds = holds | ?16,
+		cancel_reason = CASE WHEN ?17 THEN '' ELSE cancel_reason END,
 		updated_at = ?9
-		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12) AND ` + liveSQL + `
+		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12)
+			AND (CASE WHEN ?17 THEN NOT ` + liveSQL + ` ELSE ` + liveSQL + ` END)
 			AND (?14 = '' OR lease_owner IS NULL OR lease_owner = ?14 OR lease_expires < ?9)`
 	st.updateInstance = p(update)
 	// Read after an ending update rather than RETURNING from it: SQLite
@@ -302,7 +304,7 @@ func (w *stepWriter) instance() error {
 		return fmt.Errorf("sqlite: update instance: %w", err)
 	}
 	if n == 0 {
-		return w.s.diagnose(w.tx, w.id, w.epoch, expect, step.TakeLease != "")
+		return w.s.diagnose(w.tx, w.id, w.epoch, expect, step.TakeLease != "", step.Reopen)
 	}
 	return nil
 }
@@ -332,7 +334,7 @@ func (w *stepWriter) updateRow(expect int64) (int64, error) {
 	}
 	r, err := w.s.stmt(w.tx, w.s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(step.SetsOutput()),
 		step.Output, step.Error, b2i(step.ReleasesLease()), b2i(step.IncRestarts), w.now.UnixNano(), w.id, w.epoch, expect, restartLog,
-		step.TakeLease, expires, w.adds)
+		step.TakeLease, expires, w.adds, b2i(step.Reopen))
 	if err != nil {
 		return 0, err
 	}
@@ -580,7 +582,7 @@ func (s *Store) unclaim(tx *sql.Tx, ss *sendState, id, channel string, res *pers
 }
 
 // diagnose turns a failed conditional update into the error that says why.
-func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64, take bool) error {
+func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64, take, reopen bool) error {
 	var status string
 	var gotEpoch, hlen int64
 	err := s.stmt(tx, s.st.instanceState).QueryRow(id).Scan(&status, &gotEpoch, &hlen)
@@ -589,7 +591,9 @@ func (s *Store) diagnose(tx *sql.Tx, id string, epoch, expect int64, take bool) 
 		return fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
 	case err != nil:
 		return fmt.Errorf("sqlite: read instance %s: %w", id, err)
-	case persistence.Status(status).Terminal():
+	case reopen && !persistence.Status(status).Terminal():
+		return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceLive, id, status)
+	case !reopen && persistence.Status(status).Terminal():
 		return fmt.Errorf("%w: %s is %s", persistence.ErrInstanceDone, id, status)
 	case gotEpoch != epoch:
 		return fmt.Errorf("%w: %s epoch %d, writer has %d", persistence.ErrFenced, id, gotEpoch, epoch)

@@ -350,3 +350,62 @@ func testShutdownRelease(t *testing.T, st persistence.Store) {
 		t.Fatalf("taken after release: %+v", in)
 	}
 }
+
+// testReopen: a step with Reopen starts a new run of an ended instance (a
+// reset, a retry, a restart): history replaced, status running, output,
+// error and cancel request cleared, the lease free, the timers and
+// subscriptions it brings in place, and the instance runnable again. It
+// applies to ended instances only, and once per end (the epoch fences a
+// second one).
+func testReopen(t *testing.T, st persistence.Store) {
+	create(t, st, "a")
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, History: []persistence.Event{ev(1, "x"), ev(2, "y")}})
+	reopen := persistence.Step{Instance: "a", Epoch: 1, Reopen: true, ResetHistory: true, Status: persistence.StatusRunning,
+		History:   []persistence.Event{ev(0, "started"), ev(1, "x")},
+		AddTimers: []persistence.Timer{{ID: "t1", Due: time.Now().Add(time.Hour)}},
+		Subscribe: []persistence.Subscription{{Channel: "news", Mode: persistence.Broadcast}}}
+	_, err := st.Apply(ctx(), reopen)
+	wantErr(t, err, persistence.ErrInstanceLive)
+	if in := instance(t, st, "a"); in.HistoryLen != 3 || in.Run != 0 {
+		t.Fatalf("a refused reopen changed the instance: %+v", in)
+	}
+
+	if err := st.RequestCancel(ctx(), "a", "customer asked"); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, Status: persistence.StatusFailed, Error: "boom", Output: []byte("out"),
+		History: []persistence.Event{ev(3, "failed")}})
+	apply(t, st, reopen)
+	in := instance(t, st, "a")
+	if in.Status != persistence.StatusRunning || in.Error != "" || in.Output != nil || in.CancelReason != "" ||
+		in.LeaseOwner != "" || in.HistoryLen != 2 || in.Run != 1 {
+		t.Fatalf("reopened instance = %+v", in)
+	}
+	h, err := st.History(ctx(), "a", 0)
+	if err != nil || len(h) != 2 || h[1].Kind != "x" {
+		t.Fatalf("history after reopen = %+v, %v", h, err)
+	}
+	if got := timerIDs(t, st, "a"); got != "[t1]" {
+		t.Fatalf("timers after reopen = %s", got)
+	}
+	if subs, _ := st.Subscriptions(ctx(), "a"); len(subs) != 1 || subs[0].Channel != "news" {
+		t.Fatalf("subscriptions after reopen = %+v", subs)
+	}
+	if ids, err := st.Runnable(ctx(), nil, 0); err != nil || !slices.Contains(ids, "a") {
+		t.Fatalf("runnable = %v, %v; want a", ids, err)
+	}
+	// The new run goes on as any: a node takes the lease with its step.
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, TakeLease: "node-b", LeaseTTL: time.Minute, History: []persistence.Event{ev(2, "z")}})
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 2, Status: persistence.StatusCompleted, History: []persistence.Event{ev(3, "completed")}})
+	// A second reopen of the first end is fenced: the epoch moved on.
+	_, err = st.Apply(ctx(), reopen)
+	wantErr(t, err, persistence.ErrFenced)
+	if in := instance(t, st, "a"); in.Status != persistence.StatusCompleted || in.Run != 1 {
+		t.Fatalf("a fenced reopen changed the instance: %+v", in)
+	}
+	// A reopen needs a new run to start.
+	bad := reopen
+	bad.Epoch, bad.ResetHistory = 2, false
+	_, err = st.Apply(ctx(), bad)
+	wantErr(t, err, persistence.ErrInvalidRecord)
+}

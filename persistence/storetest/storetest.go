@@ -89,6 +89,7 @@ func Run(t *testing.T, open Factory) {
 		{"StepCompensating", testCompensating},
 		{"StepContinueAsNew", testContinueAsNew},
 		{"StepShutdownRelease", testShutdownRelease},
+		{"StepReopen", testReopen},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
