@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nornlabs/norn/cli"
 )
 
 // root is the repository's root, from this package's directory.
@@ -219,7 +221,14 @@ func TestREADMEExample(t *testing.T) {
 	if got, want := stdout.String(), "hello, ann, approved by bob <nil>\n"; got != want {
 		t.Errorf("examples/hello printed %q, want %q", got, want)
 	}
-	if _, err := os.Stat(filepath.Join(run.Dir, "norn-data", "hello.db")); err != nil {
-		t.Errorf("examples/hello wrote no store: %v", err)
+	// The README's next command: norn ls on the store it wrote (run in
+	// process: cmd/norn's main is cli.Main).
+	var ls bytes.Buffer
+	args := []string{"--store", filepath.Join(run.Dir, "norn-data", "hello.db"), "ls"}
+	if code := cli.Run(ctx, args, cli.Options{Stdout: &ls, Stderr: &ls, Getenv: func(string) string { return "" }}); code != cli.ExitOK {
+		t.Fatalf("norn ls: exit %d\n%s", code, ls.String())
+	}
+	if !regexp.MustCompile(`(?m)^hello-\S+ +hello +completed `).MatchString(ls.String()) {
+		t.Errorf("norn ls shows no completed hello instance:\n%s", ls.String())
 	}
 }
