@@ -132,6 +132,10 @@ func TestPaths(t *testing.T) {
 var (
 	qualifiedRE = regexp.MustCompile(`\b([a-z]+)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	methodRE    = regexp.MustCompile(`^(ctx|sys)\.([A-Z]\w*)`)
+	// bareTypes are the types the docs name without their package, as in
+	// `Config.LeaseTTL`.
+	bareTypes  = map[string]string{"Config": "actor", "ListQuery": "actor", "InstancePage": "actor", "Spawned": "actor", "Sent": "actor", "RelayerConfig": "events"}
+	bareTypeRE = regexp.MustCompile(`^(Config|ListQuery|InstancePage|Spawned|Sent|RelayerConfig)\.([A-Z]\w*)`)
 )
 
 // TestIdentifiers checks that every identifier of a Norn package the docs
@@ -166,6 +170,13 @@ func TestIdentifiers(t *testing.T) {
 			}
 		}
 		for _, s := range d.CodeSpans() {
+			if m := bareTypeRE.FindStringSubmatch(s); m != nil {
+				pkg := bareTypes[m[1]]
+				checked++
+				if !apis[pkg].has(m[1], m[2]) {
+					t.Errorf("%s names `%s`, but %s.%s has no %s", rel, s, pkg, m[1], m[2])
+				}
+			}
 			m := methodRE.FindStringSubmatch(s)
 			if m == nil {
 				continue
