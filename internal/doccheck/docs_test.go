@@ -243,3 +243,30 @@ func TestREADMEExample(t *testing.T) {
 		t.Errorf("norn ls shows no completed hello instance:\n%s", ls.String())
 	}
 }
+
+var workloadRE = regexp.MustCompile(`-workload ([a-z]+)`)
+
+// TestBenchWorkloads checks that the bench workloads the docs name exist.
+func TestBenchWorkloads(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(root, "bench", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, rel := range docFiles(t) {
+		text, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range workloadRE.FindAllStringSubmatch(string(text), -1) {
+			checked++
+			if m[1] != "all" && !strings.Contains(string(src), `{"`+m[1]+`", `) {
+				t.Errorf("%s: %q: bench has no workload %q", rel, m[0], m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no bench workload named in the docs: the parser is broken")
+	}
+}
