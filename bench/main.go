@@ -148,6 +148,7 @@ func workloads() []workload {
 		{"cli", runCLI},
 		{"viewer", runViewer},
 		{"history", runHistory},
+		{"retry", runRetry},
 	}
 }
 
