@@ -375,7 +375,10 @@ type Store interface {
 	RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]string, error)
 	// ReleaseLeases drops every lease owner holds and increments the lease
 	// epoch of each instance it releases, so that an activation still
-	// running under such a lease fails its next write with ErrFenced. A
+	// running under such a lease fails its next write with ErrFenced. An
+	// instance released while waiting becomes running: its node parked it
+	// live and is gone, so a new activation must look at it (Runnable lists
+	// it) rather than wait for its next timer or message. A
 	// node calls it on its own leases at a clean shutdown or restart; a
 	// cluster calls it for a node it declared dead, to take the node's
 	// instances over at once rather than when their leases expire. The
@@ -409,8 +412,10 @@ type Store interface {
 	Timers(ctx context.Context, id string) ([]Timer, error)
 	// Runnable lists non-terminal instances of the given buckets that no
 	// live lease covers (by the store's clock, see AcquireLease) and that
-	// need an activation: status running or compensating, or waiting with
-	// mail in their mailbox or a cancel request. buckets selects instances
+	// need an activation: status running or compensating, waiting under a
+	// lease that ran out (its node parked it, then died or lost it: it may
+	// hold work only a live activation resumes), or waiting with mail in
+	// their mailbox or a cancel request. buckets selects instances
 	// by BucketOf(ID): nil means every bucket, an empty non-nil slice none
 	// (a cluster node that owns no bucket reads nothing). A bucket outside
 	// [0, NumBuckets) fails with an *InvalidError. limit <= 0 means 1000.

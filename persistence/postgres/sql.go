@@ -106,7 +106,7 @@ const (
 // bucket) condition; $1 is the limit.
 const runnableSQL = `
 		AND (lease_owner IS NULL OR lease_expires < (SELECT ` + serverNowNS + `))
-		AND (status <> 'waiting' OR cancel_reason <> ''
+		AND (status <> 'waiting' OR lease_owner IS NOT NULL OR cancel_reason <> ''
 			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
 			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
 				WHERE s.instance_id = i.id AND s.mode = 'competing'))
@@ -292,7 +292,8 @@ var statements = map[string]string{
 	// take turns (see ReleaseLeases).
 	sqlReleaseTurn: `SELECT pg_advisory_xact_lock($1::integer, $2::integer)`,
 	// A new epoch fences whoever still runs under a released lease.
-	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1
+	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1,
+			status = CASE WHEN i.status = 'waiting' THEN 'running' ELSE i.status END
 		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
 		WHERE i.id = l.id AND i.lease_owner = $1::text`,
 	sqlCancel: `UPDATE instances SET cancel_reason = $2::text, updated_at = $3::bigint

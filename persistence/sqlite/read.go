@@ -147,7 +147,7 @@ func runnableSQL(buckets []int) string {
 	return `SELECT id FROM instances i
 		WHERE ` + livePredicate + bucketFilter(buckets) + `
 		AND (lease_owner IS NULL OR lease_expires < ?1)
-		AND (status != 'waiting' OR cancel_reason != ''
+		AND (status != 'waiting' OR lease_owner IS NOT NULL OR cancel_reason != ''
 			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
 			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
 				WHERE s.instance_id = i.id AND s.mode = 'competing'))

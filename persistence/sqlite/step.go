@@ -840,7 +840,8 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string) error {
 		return err
 	}
 	return s.write(ctx, true, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0, lease_epoch = lease_epoch + 1
+		_, err := tx.Exec(`UPDATE instances SET lease_owner = NULL, lease_expires = 0, lease_epoch = lease_epoch + 1,
+			status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END
 			WHERE lease_owner = ?`, owner)
 		if err != nil {
 			return fmt.Errorf("sqlite: release leases: %w", err)

@@ -173,13 +173,20 @@ func testReleaseFences(t *testing.T, st persistence.Store) {
 	create(t, st, "a")
 	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "b", Workflow: "wf", LeaseOwner: "node-b", LeaseEpoch: 1},
 		LeaseTTL: time.Hour, History: []persistence.Event{ev(0, "started")}})
-	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, History: []persistence.Event{ev(1, "x")}})
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, History: []persistence.Event{ev(1, "x")}, Status: persistence.StatusWaiting})
+	// Parked under the lease, passivated (no lease): the release turns the
+	// first to running, and leaves the second alone.
+	create(t, st, "p")
+	apply(t, st, persistence.Step{Instance: "p", Epoch: 1, Status: persistence.StatusWaiting, ReleaseLease: true})
 	if err := st.ReleaseLeases(ctx(), owner); err != nil {
 		t.Fatal(err)
 	}
 	in, err := st.Instance(ctx(), "a")
 	if err != nil || in.LeaseOwner != "" || in.LeaseEpoch != 2 || in.Status != persistence.StatusRunning {
 		t.Fatalf("released instance = %+v, %v", in, err)
+	}
+	if in, err := st.Instance(ctx(), "p"); err != nil || in.Status != persistence.StatusWaiting || in.LeaseEpoch != 1 {
+		t.Fatalf("passivated instance after the release = %+v, %v", in, err)
 	}
 	_, err = st.Apply(ctx(), persistence.Step{Instance: "a", Epoch: 1, History: []persistence.Event{ev(2, "y")}})
 	wantErr(t, err, persistence.ErrFenced)

@@ -547,6 +547,10 @@ func testRunnable(t *testing.T, st persistence.Store) {
 	// A lease that has run out: the instance is runnable again.
 	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "expired", Workflow: "wf", LeaseOwner: "node-gone", LeaseEpoch: 1,
 		LeaseExpires: time.Now().Add(-time.Minute)}, History: []persistence.Event{ev(0, "started")}})
+	// Parked (waiting) by a node whose lease then ran out: runnable, as
+	// only a live activation resumes what it held.
+	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "parked-gone", Workflow: "wf", Status: persistence.StatusWaiting,
+		LeaseOwner: "node-gone", LeaseEpoch: 1, LeaseExpires: time.Now().Add(-time.Minute)}, History: []persistence.Event{ev(0, "started")}})
 	apply(t, st, persistence.Step{Instance: "queue", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "jobs", Mode: persistence.Competing}}})
 	for _, id := range []string{"free", "idle", "mail", "queue", "cancel"} {
 		step := persistence.Step{Instance: id, Epoch: 1, ReleaseLease: true}
@@ -565,8 +569,8 @@ func testRunnable(t *testing.T, st persistence.Store) {
 		t.Fatal(err)
 	}
 	sort.Strings(ids)
-	if fmt.Sprint(ids) != "[cancel expired free mail queue]" {
-		t.Fatalf("runnable = %v, want [cancel expired free mail queue]", ids)
+	if fmt.Sprint(ids) != "[cancel expired free mail parked-gone queue]" {
+		t.Fatalf("runnable = %v, want [cancel expired free mail parked-gone queue]", ids)
 	}
 	if ids, err := st.Runnable(ctx(), nil, 2); err != nil || len(ids) != 2 {
 		t.Fatalf("runnable with limit 2 = %v, %v", ids, err)
