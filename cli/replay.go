@@ -63,6 +63,11 @@ could not be read.`,
 				if len(args) > 0 && lf.any() {
 					return usagef("replay", "give instance IDs or filters, not both")
 				}
+				for _, id := range args {
+					if err := checkID("replay", "instance ID", id, true); err != nil {
+						return err
+					}
+				}
 				q, err := lf.query("replay", time.Now())
 				if err != nil {
 					return err

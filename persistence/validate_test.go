@@ -230,3 +230,24 @@ func TestValidateIDControlCharacters(t *testing.T) {
 		t.Errorf("error = %s, want %s", err, want)
 	}
 }
+
+// The input filter's text form, shared by the viewer and the norn command.
+func TestParseInputFilter(t *testing.T) {
+	t.Parallel()
+	got, err := persistence.ParseInputFilter(nil, " a=b, c.d = e ,,f=")
+	if err != nil || len(got) != 3 || got["a"] != "b" || got["c.d"] != "e" || got["f"] != "" {
+		t.Fatalf("ParseInputFilter = %v, %v", got, err)
+	}
+	got, err = persistence.ParseInputFilter(got, "g=h")
+	if err != nil || len(got) != 4 || got["g"] != "h" {
+		t.Fatalf("ParseInputFilter added to a map = %v, %v", got, err)
+	}
+	if got, err := persistence.ParseInputFilter(nil, "  "); err != nil || got != nil {
+		t.Fatalf("ParseInputFilter of blanks = %v, %v", got, err)
+	}
+	for _, bad := range []string{"a=b,c", "=x", "a=b, =c"} {
+		if _, err := persistence.ParseInputFilter(nil, bad); !errors.Is(err, persistence.ErrInvalidRecord) {
+			t.Errorf("ParseInputFilter(%q) = %v, want ErrInvalidRecord", bad, err)
+		}
+	}
+}
