@@ -81,3 +81,19 @@ func TestActionTokenTTLOption(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusForbidden)
 	wantText(t, body, "older than 1m0s")
 }
+
+// An action naming an ID no instance can have is a bad request.
+func TestActionRefusesControlCharactersInIDs(t *testing.T) {
+	f := newFixture(t)
+	srv := f.serve(t, viewer.Options{AllowActions: true})
+	c := cookieClient(t)
+	_, body := get(t, c, srv.URL+"/instances/"+f.waiting)
+	for _, action := range []string{"cancel", "send"} {
+		resp, body := postWith(t, c, srv.URL+"/"+action, url.Values{"id": {f.waiting + "\n"}, "csrf": {csrfOf(t, body, action)}, "payload": {"1"}})
+		wantStatus(t, resp, body, http.StatusBadRequest)
+		wantText(t, body, "Bad instance ID")
+	}
+	// A cancel reason the store refuses is the sender's mistake too.
+	resp, body := postWith(t, c, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}, "reason": {"a\x00b"}})
+	wantStatus(t, resp, body, http.StatusBadRequest)
+}

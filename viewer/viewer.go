@@ -21,6 +21,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // Options configures the viewer. The zero value is a read-only viewer with
@@ -324,6 +325,10 @@ func (h *handler) checkAction(w http.ResponseWriter, r *http.Request, action str
 		return "", false
 	}
 	id := r.PostForm.Get("id")
+	if err := persistence.ValidateID("id", id); err != nil || id == "" {
+		h.errorPage(w, r, http.StatusBadRequest, "Bad instance ID", "The form names no instance, or an ID no instance can have (control characters, invalid UTF-8, too long).")
+		return "", false
+	}
 	sess, _ := r.Context().Value(sessionKey{}).(string)
 	switch ok, expired := h.csrfCheck(r.PostForm.Get("csrf"), sess, action, id); {
 	case expired:
@@ -381,6 +386,9 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, actor.ErrNotFound):
 		h.notFoundInstance(w, r, id)
+		return
+	case errors.Is(err, actor.ErrInvalidInput):
+		h.errorPage(w, r, http.StatusBadRequest, "Cancel refused", err.Error())
 		return
 	case errors.Is(err, actor.ErrInstanceDone):
 		h.redirectNotice(w, r, id, "ended")
