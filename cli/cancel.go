@@ -117,7 +117,7 @@ Exits 1 if some cancel failed, else 3 if some ID does not exist, else 0.`,
 						case errors.Is(err, actor.ErrNotFound):
 							res.NotFound = append(res.NotFound, id)
 						default:
-							res.Failed = append(res.Failed, cancelFailure{ID: id, Error: err.Error()})
+							res.Failed = append(res.Failed, cancelFailure{ID: id, Error: errorText(err)})
 						}
 						bar.step()
 					}
