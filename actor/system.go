@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -322,6 +323,10 @@ func (c Config) withDefaults() Config {
 func Start(ctx context.Context, cfg Config) (*System, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: Config.Store is required", ErrInvalidInput)
+	}
+	// A nil *sqlite.Store (an ignored Open error) is a non-nil interface.
+	if v := reflect.ValueOf(cfg.Store); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("%w: Config.Store is a nil %T", ErrInvalidInput, cfg.Store)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

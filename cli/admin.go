@@ -12,6 +12,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/cluster"
+	"github.com/nornlabs/norn/persistence"
 )
 
 func migrateCommand() *command {
@@ -30,31 +31,20 @@ first. It creates an SQLite file that does not exist yet.`,
 					return err
 				}
 				defer st.Close()
+				info, err := e.storeInfo(st, u)
+				if err != nil {
+					return err
+				}
 				out := struct {
-					Store         string `json:"store"`
-					Driver        string `json:"driver"`
-					SchemaVersion int    `json:"schema_version"`
-					Norn          string `json:"norn"`
-				}{Store: u, Norn: moduleVersion()}
-				switch s := st.(type) {
-				case interface{ Target() string }:
-					out.Driver, out.Store = "postgres", s.Target()
-				case interface{ Path() string }:
-					out.Driver, out.Store = "sqlite", s.Path()
-				}
-				if v, ok := st.(interface {
-					SchemaVersion(context.Context) (int, error)
-				}); ok {
-					if out.SchemaVersion, err = v.SchemaVersion(e.ctx); err != nil {
-						return err
-					}
-				}
+					storeJSON
+					Norn string `json:"norn"`
+				}{storeJSON: info, Norn: moduleVersion()}
 				if e.json {
 					return e.writeJSON(out)
 				}
 				t := newTable(e.stdout)
 				t.row("Store:", out.Driver+" "+out.Store)
-				t.row("Schema version:", fmt.Sprint(out.SchemaVersion))
+				t.row("Schema version:", out.schemaLabel())
 				t.row("Norn:", out.Norn)
 				return t.flush()
 			}
@@ -62,45 +52,128 @@ first. It creates an SQLite file that does not exist yet.`,
 	}
 }
 
-// moduleVersion is the version of the norn module in this binary: a tag
-// with go install …@version, else the VCS revision of a local build.
+// storeJSON is a store and its schema version, which counts the
+// migrations of its driver: SQLite's and PostgreSQL's differ.
+type storeJSON struct {
+	Store         string `json:"store"`
+	Driver        string `json:"driver"`
+	SchemaVersion int    `json:"schema_version"`
+}
+
+func (s storeJSON) schemaLabel() string {
+	return fmt.Sprintf("%s schema %d", s.Driver, s.SchemaVersion)
+}
+
+// storeInfo describes an open store: driver, where (without a password)
+// and schema version.
+func (e *env) storeInfo(st persistence.Store, u string) (storeJSON, error) {
+	out := storeJSON{Store: describeStore(u)}
+	switch s := st.(type) {
+	case interface{ Target() string }:
+		out.Driver, out.Store = "postgres", s.Target()
+	case interface{ Path() string }:
+		out.Driver, out.Store = "sqlite", s.Path()
+	}
+	if v, ok := st.(interface {
+		SchemaVersion(context.Context) (int, error)
+	}); ok {
+		var err error
+		if out.SchemaVersion, err = v.SchemaVersion(e.ctx); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// moduleVersion is the version of the norn module in this binary: its
+// module version when built as a dependency or with go install …@version;
+// else, for a build from a checkout, "devel" with the VCS revision (and
+// "-dirty" for uncommitted changes) and its commit time; else "devel".
 func moduleVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown"
+		return "devel"
 	}
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
+	const module = "github.com/nornlabs/norn"
 	v := ""
-	if bi.Main.Path == "github.com/nornlabs/norn" {
+	if bi.Main.Path == module {
 		v = bi.Main.Version
 	}
 	for _, d := range bi.Deps {
-		if d.Path == "github.com/nornlabs/norn" {
+		if d.Path == module {
 			v = d.Version
-		}
-	}
-	if v == "" || v == "(devel)" {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "(devel) " + s.Value[:12]
+			if d.Replace != nil && d.Replace.Version != "" {
+				v = d.Replace.Version
 			}
 		}
-		return "(devel)"
 	}
-	return v
+	if v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	out := "devel " + rev[:min(len(rev), 12)]
+	if dirty {
+		out += "-dirty"
+	}
+	if at != "" {
+		out += " (" + at + ")"
+	}
+	return out
 }
 
 func versionCommand() *command {
 	return &command{
-		name: "version", summary: "print the version of norn in this binary",
+		name: "version", summary: "print the version of norn in this binary, and the store's schema version",
+		help: `Prints the norn module's version: a release tag, or for a build from a
+checkout "devel" with the commit and its time. With a store (--store or
+$` + StoreEnv + `) it also prints the store's schema version, which counts
+its driver's migrations: SQLite's and PostgreSQL's numbers differ.`,
 		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
 			return func(args []string) error {
 				if len(args) != 0 {
 					return usagef("version", "version takes no arguments")
 				}
-				if e.json {
-					return e.writeJSON(map[string]string{"norn": moduleVersion()})
+				out := struct {
+					Norn  string     `json:"norn"`
+					Store *storeJSON `json:"store,omitempty"`
+				}{Norn: moduleVersion()}
+				if e.storeURL != "" || e.getenv(StoreEnv) != "" {
+					st, u, err := e.openStore("version", false)
+					if err != nil {
+						return err
+					}
+					defer st.Close()
+					info, err := e.storeInfo(st, u)
+					if err != nil {
+						return err
+					}
+					out.Store = &info
 				}
-				fmt.Fprintln(e.stdout, moduleVersion())
+				if e.json {
+					return e.writeJSON(out)
+				}
+				fmt.Fprintf(e.stdout, "%s %s\n", e.name, out.Norn)
+				if out.Store != nil {
+					fmt.Fprintf(e.stdout, "store: %s (%s)\n", out.Store.schemaLabel(), out.Store.Store)
+				}
 				return nil
 			}
 		},

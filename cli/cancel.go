@@ -8,6 +8,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // listPageSize is how many instances bulk operations read per page (the
@@ -22,7 +23,7 @@ func (e *env) selectIDs(c *client, q actor.ListQuery) ([]string, error) {
 	for {
 		p, err := c.sys.List(e.ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("list instances: %w", err)
+			return nil, err
 		}
 		for _, in := range p.Instances {
 			ids = append(ids, in.ID)
@@ -75,6 +76,14 @@ Exits 1 if some cancel failed, else 3 if some ID does not exist, else 0.`,
 				case len(args) > 0 && *dry:
 					return usagef("cancel", "--dry-run goes with filters")
 				}
+				for _, id := range args {
+					if err := checkID("cancel", "instance ID", id, true); err != nil {
+						return err
+					}
+				}
+				if err := persistence.ValidateReason(*reason); err != nil {
+					return usagef("cancel", "--reason: %s", errorText(err))
+				}
 				q, err := lf.query("cancel", time.Now())
 				if err != nil {
 					return err
@@ -108,7 +117,7 @@ Exits 1 if some cancel failed, else 3 if some ID does not exist, else 0.`,
 						case errors.Is(err, actor.ErrNotFound):
 							res.NotFound = append(res.NotFound, id)
 						default:
-							res.Failed = append(res.Failed, cancelFailure{ID: id, Error: err.Error()})
+							res.Failed = append(res.Failed, cancelFailure{ID: id, Error: errorText(err)})
 						}
 						bar.step()
 					}

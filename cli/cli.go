@@ -88,15 +88,22 @@ func Run(ctx context.Context, args []string, o Options) int {
 	if code == ExitOK {
 		return ExitOK
 	}
-	// The runtime's errors start with "norn: " as well, and some (joined
-	// ones) end in newlines of their own.
-	msg := strings.TrimRight(strings.TrimPrefix(err.Error(), "norn: "), "\n")
-	fmt.Fprintf(e.stderr, "%s: %s\n", e.name, msg)
+	fmt.Fprintf(e.stderr, "%s: %s\n", e.name, errorText(err))
 	var ue *usageError
 	if errors.As(err, &ue) && ue.cmd != "" {
 		fmt.Fprintf(e.stderr, "run '%s help %s' for usage\n", e.name, ue.cmd)
 	}
 	return code
+}
+
+// errorText is err's message without the "norn: " that the runtime's
+// errors start with, wherever wrapping put it (the command prints its own
+// name first), and without the trailing newlines of joined errors.
+func errorText(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "norn: ")
+	msg = strings.ReplaceAll(msg, ": norn: ", ": ")
+	msg = strings.ReplaceAll(msg, "\nnorn: ", "\n")
+	return strings.TrimRight(msg, "\n")
 }
 
 // exitCode maps an error to the documented exit codes.
@@ -112,6 +119,10 @@ func exitCode(err error) int {
 		return fe.code
 	case errors.Is(err, actor.ErrNotFound):
 		return ExitNotFound
+	case errors.Is(err, actor.ErrInvalidInput):
+		// An argument the runtime refused (an ID with a newline, a
+		// payload too large): nothing was done, as with a usage error.
+		return ExitUsage
 	}
 	return ExitFailure
 }

@@ -82,6 +82,10 @@ func commands(t *testing.T, url string) {
 			want []string
 		}{
 			{[]string{"--input", "item=pen"}, []string{"order-2"}},
+			// The viewer's form: pairs separated by commas, all of which hold.
+			{[]string{"--input", "item=pen,qty=3"}, []string{"order-2"}},
+			{[]string{"--input", "item=pen, qty=2"}, nil},
+			{[]string{"--input", "qty=2", "--input", "item=ink"}, []string{"order-4"}},
 			{[]string{"--input", "qty=1", "--workflow", "order"}, []string{"order-3", "order-1"}},
 			{[]string{"--workflow", "order", "--since", "1h"}, []string{"order-4", "order-3", "order-2", "order-1"}},
 			{[]string{"--workflow", "order", "--before", "1h"}, nil},

@@ -34,6 +34,7 @@ func commandTable() []*command {
 		mailboxCommand(),
 		timersCommand(),
 		channelsCommand(),
+		startCommand(),
 		sendCommand(),
 		publishCommand(),
 		cancelCommand(),
@@ -89,7 +90,9 @@ func (e *env) printUsage(w io.Writer) {
 	fmt.Fprintf(w, `
 The store is given by --store or $%s: a path to an SQLite file
 (sqlite://PATH?synchronous=normal also works) or a postgres:// URL.
-Output is a table for people; --json prints JSON for scripts.
+Output is a table for people, with times in UTC (said so); --json prints
+JSON for scripts. The commands other than migrate open an existing store
+only: they create no SQLite file and no schema.
 
 The command runs no instances: what it writes (send, publish, cancel) the
 nodes act on. PostgreSQL tells them at once; on an SQLite file the command

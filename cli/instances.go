@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // instanceJSON is an instance in --json output.
@@ -40,7 +42,30 @@ func oneID(cmd string, args []string) (norntype.PID, error) {
 	if len(args) != 1 || args[0] == "" {
 		return "", usagef(cmd, "%s takes one instance ID", cmd)
 	}
+	if err := checkID(cmd, "instance ID", args[0], true); err != nil {
+		return "", err
+	}
 	return norntype.PID(args[0]), nil
+}
+
+// checkID checks an ID or name from the command line as the store would
+// (persistence.ValidateID: length, UTF-8, no control characters), so that
+// a bad one is a usage error before anything is opened or written.
+func checkID(cmd, what, v string, required bool) error {
+	if v == "" {
+		if required {
+			return usagef(cmd, "the %s is empty", what)
+		}
+		return nil
+	}
+	if err := persistence.ValidateID(what, v); err != nil {
+		var ie *persistence.InvalidError
+		if errors.As(err, &ie) {
+			return usagef(cmd, "%s: %s", what, ie.Reason)
+		}
+		return usagef(cmd, "%s: %v", what, err)
+	}
+	return nil
 }
 
 func showCommand() *command {

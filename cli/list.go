@@ -10,13 +10,14 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // listFlags are the instance filters shared by ls, cancel and replay.
 type listFlags struct {
 	workflow, status, parent                   string
 	since, before, updatedSince, updatedBefore string
-	input                                      kvFlag
+	input                                      inputFlag
 }
 
 func addListFlags(fs *flag.FlagSet) *listFlags {
@@ -24,11 +25,11 @@ func addListFlags(fs *flag.FlagSet) *listFlags {
 	fs.StringVar(&f.workflow, "workflow", "", "only instances of this workflow")
 	fs.StringVar(&f.status, "status", "", "only instances in these statuses, comma-separated ("+strings.Join(statusNames(), ", ")+")")
 	fs.StringVar(&f.parent, "parent", "", "only children of this instance")
-	fs.StringVar(&f.since, "since", "", "only instances created at or after this: a duration ago (90m, 24h) or a time (2006-01-02, RFC 3339)")
+	fs.StringVar(&f.since, "since", "", "only instances created at or after this: a duration ago (90m, 24h) or a time (2006-01-02, \"2006-01-02 15:04:05 UTC\", RFC 3339; UTC unless a zone is given)")
 	fs.StringVar(&f.before, "before", "", "only instances created before this (as --since)")
 	fs.StringVar(&f.updatedSince, "updated-since", "", "only instances updated at or after this (as --since)")
 	fs.StringVar(&f.updatedBefore, "updated-before", "", "only instances updated before this (as --since)")
-	fs.Var(&f.input, "input", "only instances whose JSON input has `field=value`; a dotted field names a nested one (customer.id=7); repeatable")
+	fs.Var(&f.input, "input", "only instances whose JSON input has `field=value`; a dotted field names a nested one (customer.id=7); several pairs separated by commas or repeated flags must all hold")
 	return f
 }
 
@@ -41,6 +42,9 @@ func (f *listFlags) any() bool {
 // query turns the flags into a query; errors are usage errors of cmd.
 func (f *listFlags) query(cmd string, now time.Time) (actor.ListQuery, error) {
 	q := actor.ListQuery{Workflow: f.workflow, Parent: f.parent}
+	if err := firstErr(checkID(cmd, "--workflow", f.workflow, false), checkID(cmd, "--parent", f.parent, false)); err != nil {
+		return q, err
+	}
 	if len(f.input) > 0 {
 		q.Input = map[string]string(f.input)
 	}
@@ -91,7 +95,10 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		}
 		return now.Add(-d), nil
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+	// The tables' own format (with its zone) is accepted, so that a time
+	// copied from them works; without a zone a time is UTC, as shown.
+	for _, layout := range []string{time.RFC3339Nano, timeFormat, "2006-01-02 15:04:05 -07:00", "2006-01-02 15:04:05Z07:00",
+		"2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
 		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
 			return t, nil
 		}
@@ -122,6 +129,22 @@ func (k *kvFlag) Set(s string) error {
 		*k = kvFlag{}
 	}
 	(*k)[key] = v
+	return nil
+}
+
+// inputFlag is --input: field=value pairs separated by commas, as the
+// viewer's filter box takes them (persistence.ParseInputFilter), and
+// repeatable.
+type inputFlag map[string]string
+
+func (f *inputFlag) String() string { return (*kvFlag)(f).String() }
+
+func (f *inputFlag) Set(s string) error {
+	m, err := persistence.ParseInputFilter(*f, s)
+	if err != nil {
+		return errors.New(errorText(err))
+	}
+	*f = m
 	return nil
 }
 
@@ -161,7 +184,7 @@ indexes; --updated-* and --input are checked on the instances those select.`,
 							return usagef("ls", "--page: %v", err)
 						}
 						if err != nil {
-							return fmt.Errorf("list instances: %w", err)
+							return err
 						}
 						insts = append(insts, p.Instances...)
 						q.PageToken = p.Next

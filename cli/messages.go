@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // typedJSON is a message given as JSON text and stored under a chosen type
@@ -34,27 +37,66 @@ func message(data []byte, typ string) any {
 	return typedJSON{data: data, typ: typ}
 }
 
-// readJSON reads a message argument: JSON text, @FILE, or - for stdin.
-func (e *env) readJSON(cmd, arg string) ([]byte, error) {
+// readJSON reads a JSON argument (what: "message", "input"): JSON text,
+// @FILE, or - for stdin.
+func (e *env) readJSON(cmd, what, arg string) ([]byte, error) {
 	var b []byte
 	switch {
 	case arg == "-":
 		var err error
 		if b, err = io.ReadAll(e.stdin); err != nil {
-			return nil, fmt.Errorf("read message from stdin: %w", err)
+			return nil, fmt.Errorf("read %s from stdin: %w", what, err)
 		}
 	case strings.HasPrefix(arg, "@"):
 		var err error
 		if b, err = os.ReadFile(arg[1:]); err != nil {
-			return nil, usagef(cmd, "read message: %v", err)
+			return nil, usagef(cmd, "read %s: %v", what, err)
 		}
 	default:
 		b = []byte(arg)
 	}
-	if !json.Valid(b) {
-		return nil, usagef(cmd, "the message is not valid JSON: %s", preview(b, 80))
+	if err := checkJSON(b); err != nil {
+		return nil, usagef(cmd, "the %s is not valid JSON: %v", what, err)
 	}
 	return b, nil
+}
+
+// checkJSON reports where b stops being one JSON value: the decoder's
+// reason with the line, column and byte offset, so that a long message or
+// file can be fixed.
+func checkJSON(b []byte) error {
+	if json.Valid(b) {
+		return nil
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return errors.New("it is empty")
+	}
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("%w (%d bytes)", err, len(b))
+	}
+	off := se.Offset
+	if strings.HasPrefix(se.Error(), "unexpected end") {
+		off = int64(len(b)) + 1
+	}
+	return jsonPosError(b, off, se)
+}
+
+// jsonPosError is err with the position of byte offset off of b (the
+// decoders' offsets count the bytes read, the offending one included).
+func jsonPosError(b []byte, off int64, err error) error {
+	at := int(min(max(off, 1), int64(len(b)+1))) - 1
+	line := 1 + bytes.Count(b[:min(at, len(b))], []byte("\n"))
+	col := at + 1
+	if i := bytes.LastIndexByte(b[:min(at, len(b))], '\n'); i >= 0 {
+		col = at - i
+	}
+	if at >= len(b) {
+		return fmt.Errorf("%w (at the end: line %d, column %d, byte offset %d)", err, line, col, len(b))
+	}
+	return fmt.Errorf("%w (line %d, column %d, byte offset %d)", err, line, col, at)
 }
 
 // messageFlags are send's and publish's.
@@ -71,6 +113,34 @@ func addMessageFlags(fs *flag.FlagSet, meta bool) *messageFlags {
 		fs.Var(&f.meta, "meta", "message metadata `key=value` (repeatable)")
 	}
 	return f
+}
+
+// check checks --id, --type and --meta as the store will.
+func (f *messageFlags) check(cmd string) error {
+	if err := checkID(cmd, "--id", f.id, false); err != nil {
+		return err
+	}
+	if err := persistence.ValidateText("--type", f.typ, persistence.MaxNameLen); err != nil {
+		return usagef(cmd, "%s", errorText(err))
+	}
+	for k, v := range f.meta {
+		err := firstErr(persistence.ValidateText("--meta key", k, persistence.MaxMetadataKeyLen),
+			persistence.ValidateText("--meta "+k, v, persistence.MaxMetadataValueLen))
+		if err != nil {
+			return usagef(cmd, "%s", errorText(err))
+		}
+	}
+	return nil
+}
+
+// firstErr is the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *messageFlags) messageID() string {
@@ -129,7 +199,11 @@ Exits 3 if there is no such instance, 1 if it has ended.`,
 				if pid == "" {
 					return usagef("send", "send needs an instance ID")
 				}
-				data, err := e.readJSON("send", arg)
+				if err := firstErr(checkID("send", "instance ID", pid, true), checkID("send", "channel", channel, false),
+					mf.check("send")); err != nil {
+					return err
+				}
+				data, err := e.readJSON("send", "message", arg)
 				if err != nil {
 					return err
 				}
@@ -160,7 +234,13 @@ channel's queue for a competing consumer.`,
 				if len(args) != 2 {
 					return usagef("publish", "publish takes CHANNEL JSON")
 				}
-				data, err := e.readJSON("publish", args[1])
+				if args[0] == "" {
+					return usagef("publish", "publish needs a channel name")
+				}
+				if err := firstErr(checkID("publish", "channel", args[0], true), mf.check("publish")); err != nil {
+					return err
+				}
+				data, err := e.readJSON("publish", "message", args[1])
 				if err != nil {
 					return err
 				}

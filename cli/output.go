@@ -43,8 +43,10 @@ func cell(s string) string {
 	return strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
 }
 
-// timeFormat is how tables show times: UTC, to the second, one width.
-const timeFormat = "2006-01-02 15:04:05"
+// timeFormat is how tables show times: UTC, to the second, one width,
+// saying it is UTC (the store's instants, the same on every machine; the
+// filters read this form back).
+const timeFormat = "2006-01-02 15:04:05 UTC"
 
 func fmtTime(t time.Time) string {
 	if t.IsZero() {

@@ -63,6 +63,11 @@ could not be read.`,
 				if len(args) > 0 && lf.any() {
 					return usagef("replay", "give instance IDs or filters, not both")
 				}
+				for _, id := range args {
+					if err := checkID("replay", "instance ID", id, true); err != nil {
+						return err
+					}
+				}
 				q, err := lf.query("replay", time.Now())
 				if err != nil {
 					return err
@@ -120,7 +125,7 @@ func (e *env) replayOne(c *client, defs map[string]actor.Definition, id string) 
 	r := replayJSON{ID: id}
 	info, err := c.sys.Inspect(e.ctx, norntype.PID(id))
 	if err != nil {
-		r.Result, r.Detail, r.notFound = "error", err.Error(), errors.Is(err, actor.ErrNotFound)
+		r.Result, r.Detail, r.notFound = "error", errorText(err), errors.Is(err, actor.ErrNotFound)
 		return r
 	}
 	r.Workflow = info.Workflow
@@ -135,9 +140,9 @@ func (e *env) replayOne(c *client, defs map[string]actor.Definition, id string) 
 	case err == nil:
 		r.Result = "ok"
 	case errors.As(err, &nd):
-		r.Result, r.Detail, r.Seq = "diverged", err.Error(), &nd.Seq
+		r.Result, r.Detail, r.Seq = "diverged", errorText(err), &nd.Seq
 	default:
-		r.Result, r.Detail = "diverged", err.Error()
+		r.Result, r.Detail = "diverged", errorText(err)
 	}
 	return r
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -46,23 +48,62 @@ func sqlitePath(u string) (path string, ok bool) {
 	return u, true
 }
 
-// openStore opens the store; create allows a new SQLite file (migrate),
-// otherwise a missing file is an error rather than a fresh empty store.
+// openStore opens the store. Only migrate (create) makes a store: every
+// other command opens an existing one and creates nothing, neither an
+// SQLite file nor the schema in an empty PostgreSQL database, so that a
+// mistyped --store fails instead of leaving an empty store behind.
 func (e *env) openStore(cmd string, create bool) (persistence.Store, string, error) {
 	u, err := e.resolveStore(cmd)
 	if err != nil {
 		return nil, "", err
 	}
-	if path, ok := sqlitePath(u); ok && !create && path != "" {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, "", fmt.Errorf("store %s does not exist (%s migrate creates it)", path, e.name)
+	path, isFile := sqlitePath(u)
+	if isFile {
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return nil, "", usagef(cmd, "store %s is a directory, not an SQLite file%s", path, dbFilesIn(path))
 		}
 	}
-	st, err := storeurl.Open(e.ctx, u)
-	if err != nil {
+	var st persistence.Store
+	if create {
+		st, err = storeurl.Open(e.ctx, u)
+	} else {
+		st, err = storeurl.OpenExisting(e.ctx, u)
+	}
+	switch {
+	case errors.Is(err, persistence.ErrNoSchema) && isFile:
+		if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {
+			return nil, "", fmt.Errorf("store %s does not exist%s ('%s migrate' creates a store)", path, dbFilesIn(filepath.Dir(path)), e.name)
+		}
+		return nil, "", fmt.Errorf("store %s holds no Norn schema: not a Norn store ('%s migrate' creates one)", path, e.name)
+	case errors.Is(err, persistence.ErrNoSchema):
+		return nil, "", fmt.Errorf("store %s holds no Norn schema: not a Norn store ('%s migrate' creates one)", describeStore(u), e.name)
+	case err != nil:
 		return nil, "", fmt.Errorf("open store: %w", err)
 	}
 	return st, u, nil
+}
+
+// dbFilesIn lists the SQLite files in dir, for an error about a store path
+// that is not one: the examples and nodes name their files themselves.
+func dbFilesIn(dir string) string {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.db"))
+	if len(names) == 0 {
+		return ""
+	}
+	const most = 10
+	more := ""
+	if len(names) > most {
+		names, more = names[:most], fmt.Sprintf(", and %d more", len(names)-most)
+	}
+	return "; the SQLite files in " + dir + " are: " + strings.Join(names, ", ") + more
+}
+
+// describeStore is a store URL fit for messages: without its password.
+func describeStore(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable URL)"
 }
 
 // joinTimeout bounds the start of the client System, which with --seeds

@@ -23,7 +23,8 @@ func viewerCommand() *command {
 		help: `Serves the web viewer (package viewer) until interrupted: the instance
 list with filters, each instance's history as a timeline, its mailbox,
 subscriptions, timers and a diagram. It is read-only unless --actions is
-given, which enables cancel and send. With --token (or $` + ViewerTokenEnv + `)
+given, which enables cancel and send; without a token it refuses --actions
+on an address other than loopback. With --token (or $` + ViewerTokenEnv + `)
 every request needs the token: open the printed address once with
 ?token=... in a browser, or send "Authorization: Bearer ...". The address it
 listens on is printed on stdout; --addr 127.0.0.1:0 picks a free port.`,
@@ -38,6 +39,10 @@ listens on is printed on stdout; --addr 127.0.0.1:0 picks a free port.`,
 				}
 				if *token == "" {
 					*token = e.getenv(ViewerTokenEnv)
+				}
+				if *actions && *token == "" && !loopback(*addr) {
+					return usagef("viewer", "--actions without a token only on a loopback address (127.0.0.1, ::1, localhost): "+
+						"anyone who reaches %s could cancel instances; give --token (or $%s), or --addr 127.0.0.1:PORT", *addr, ViewerTokenEnv)
 				}
 				bp := strings.TrimRight(*base, "/")
 				if bp != "" && !strings.HasPrefix(bp, "/") {
@@ -80,4 +85,18 @@ listens on is printed on stdout; --addr 127.0.0.1:0 picks a free port.`,
 			}
 		},
 	}
+}
+
+// loopback reports whether addr (HOST:PORT) listens on loopback only. An
+// empty host listens on every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

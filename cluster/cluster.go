@@ -29,6 +29,11 @@ var (
 	ErrJoined = errors.New("cluster: already joined")
 	// ErrClosed is Join's error after Close.
 	ErrClosed = errors.New("cluster: closed")
+	// ErrTLSMismatch is Join's error when the seeds' cluster serves its
+	// remote endpoints with TLS and this node does not, or the other way
+	// round: a cluster does not mix them (a plain member would serve wakes
+	// in clear text, and could not dial the others).
+	ErrTLSMismatch = errors.New("cluster: remote TLS differs from the cluster's")
 )
 
 // Cluster is an actor.Cluster: gossip membership with memberlist,
@@ -42,6 +47,9 @@ type Cluster struct {
 	// partitioned cuts the node off the network while set. Only tests set
 	// it (export_test.go); a node never cuts itself off otherwise.
 	partitioned atomic.Bool
+	// tlsRefused is why the first member refused for its remote TLS was
+	// (see tlsCheck), for Join's error.
+	tlsRefused atomic.Pointer[string]
 
 	tbl atomic.Pointer[table] // ownership snapshot; nil before Join
 	ml  atomic.Pointer[memberlist.Memberlist]
@@ -186,7 +194,7 @@ func (c *Cluster) Join(ctx context.Context, h actor.ClusterHost) (err error) {
 	if err != nil {
 		return err
 	}
-	meta, err := proto.Marshal(&wire.NodeMeta{RemoteAddr: c.ep.addr, Client: c.cfg.Client})
+	meta, err := proto.Marshal(&wire.NodeMeta{RemoteAddr: c.ep.addr, Client: c.cfg.Client, RemoteTls: c.cfg.RemoteServerTLS != nil})
 	if err != nil {
 		return fmt.Errorf("cluster: encode node metadata: %w", err)
 	}
@@ -214,6 +222,8 @@ func (c *Cluster) Join(ctx context.Context, h actor.ClusterHost) (err error) {
 	mc.Delegate = &delegate{c: c, meta: meta}
 	mc.Events = events{c}
 	mc.Ping = pings{c}
+	mc.Merge = tlsCheck{c}
+	mc.Alive = tlsCheck{c}
 	mc.Logger = mlog
 	mc.LogOutput = nil
 	ml, err := memberlist.Create(mc)
@@ -281,6 +291,9 @@ func (c *Cluster) joinSeeds(ctx context.Context, ml *memberlist.Memberlist, seed
 	select {
 	case r := <-done:
 		if r.n == 0 {
+			if refused := c.tlsRefused.Load(); refused != nil {
+				return fmt.Errorf("cluster: join seeds %v: %w: %s", seeds, ErrTLSMismatch, *refused)
+			}
 			return fmt.Errorf("cluster: join seeds %v: %w", seeds, r.err)
 		}
 		if r.err != nil {

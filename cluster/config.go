@@ -59,6 +59,9 @@ type Config struct {
 	// without a certificate of the cluster's CA, set ClientCAs and
 	// ClientAuth: tls.RequireAndVerifyClientCert. Set it and
 	// RemoteClientTLS together or not at all. Default nil: plain TCP.
+	// Nodes advertise whether they serve TLS in their gossip metadata, and
+	// a cluster does not mix the two: a node that disagrees with its seeds
+	// fails to Join with ErrTLSMismatch, and the members ignore it.
 	RemoteServerTLS *tls.Config
 	// RemoteClientTLS is how this node dials other nodes' remote
 	// endpoints: RootCAs to check their certificates, Certificates to show

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -269,4 +272,46 @@ func remoteAddrOf(meta []byte) string {
 func clientOf(meta []byte) bool {
 	var m wire.NodeMeta
 	return proto.Unmarshal(meta, &m) == nil && m.GetClient()
+}
+
+// remoteTLSOf reads from a member's metadata whether its remote endpoint
+// serves TLS.
+func remoteTLSOf(meta []byte) bool {
+	var m wire.NodeMeta
+	return proto.Unmarshal(meta, &m) == nil && m.GetRemoteTls()
+}
+
+// tlsCheck is the memberlist MergeDelegate and AliveDelegate that keeps
+// nodes with and without remote TLS apart: a join whose other side
+// disagrees is refused on both sides (the joining node's Join fails with
+// ErrTLSMismatch), and gossip about such a node is ignored.
+type tlsCheck struct{ c *Cluster }
+
+func (t tlsCheck) NotifyMerge(peers []*memberlist.Node) error {
+	for _, p := range peers {
+		if err := t.NotifyAlive(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t tlsCheck) NotifyAlive(p *memberlist.Node) error {
+	ours := t.c.cfg.RemoteServerTLS != nil
+	if p.Name == t.c.name || remoteTLSOf(p.Meta) == ours {
+		return nil
+	}
+	theirs, mine := "in plain text", "with TLS"
+	if !ours {
+		theirs, mine = mine, theirs
+	}
+	why := fmt.Sprintf("member %s (%s) serves its remote endpoint %s, this node %s; set RemoteServerTLS and RemoteClientTLS alike on every node",
+		p.Name, p.Address(), theirs, mine)
+	// Gossip repeats a node's alive messages: warn of it once.
+	level := slog.LevelDebug
+	if t.c.tlsRefused.CompareAndSwap(nil, &why) {
+		level = slog.LevelWarn
+	}
+	t.c.log.Log(context.Background(), level, "cluster: member refused: remote TLS differs", "member", p.Name, "addr", p.Address(), "member_tls", !ours, "tls", ours)
+	return fmt.Errorf("%w: %s", ErrTLSMismatch, why)
 }

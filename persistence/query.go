@@ -73,3 +73,28 @@ func (q *InstanceQuery) PageLimit() int {
 	}
 	return q.Limit
 }
+
+// ParseInputFilter reads input conditions as people type them, in the
+// viewer's filter box and the norn command's --input: "field=value" pairs
+// separated by commas ("customer=ann, address.city=Oslo"), a dotted field
+// naming a nested one. Spaces around fields and values are dropped; a value
+// cannot hold a comma. It adds the pairs to into (allocating it if nil) and
+// returns it; a part that is not field=value is an *InvalidError naming it.
+func ParseInputFilter(into map[string]string, s string) (map[string]string, error) {
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return into, &InvalidError{Field: "Input", Reason: excerpt(part) + " is not field=value"}
+		}
+		if into == nil {
+			into = map[string]string{}
+		}
+		into[k] = strings.TrimSpace(v)
+	}
+	return into, nil
+}

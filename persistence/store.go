@@ -56,6 +56,10 @@ var (
 	ErrStoreClosed   = errors.New("norn: store closed")
 	ErrChannelMode   = errors.New("norn: channel mode conflict")
 	ErrInvalidRecord = errors.New("norn: invalid input")
+	// ErrNoSchema is what a driver opened with its NoCreate option returns
+	// when the database holds no Norn schema: tools that only read (norn ls)
+	// must not create one in a database that was named by mistake.
+	ErrNoSchema = errors.New("norn: the database holds no Norn schema")
 	// ErrUnsupported is what a Store method returns when its driver cannot
 	// do that at all (see Store): callers branch on errors.Is rather than
 	// on type assertions, so that a wrapper that embeds a Store forwards

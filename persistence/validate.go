@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -82,9 +83,19 @@ func ValidateText(field, v string, max int) error {
 }
 
 // ValidateID checks an identifier or name (an instance ID, a lease owner, a
-// channel …) against the MaxIDLen rule. Empty is valid here; callers that
-// need a value check that themselves.
-func ValidateID(field, v string) error { return ValidateText(field, v, MaxIDLen) }
+// channel …) against the MaxIDLen rule, and refuses control characters
+// (newlines, tabs, escapes …): an ID is shown on one line in tables, logs
+// and addresses, where one would pass for another. Empty is valid here;
+// callers that need a value check that themselves.
+func ValidateID(field, v string) error {
+	if err := ValidateText(field, v, MaxIDLen); err != nil {
+		return err
+	}
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return &InvalidError{Field: field, Reason: fmt.Sprintf("contains a control character (%U at byte %d): %s", []rune(v[i:])[0], i, excerpt(v))}
+	}
+	return nil
+}
 
 // ValidateReason checks a cancel reason.
 func ValidateReason(v string) error { return ValidateText("reason", v, MaxReasonLen) }
@@ -115,7 +126,23 @@ func (v *validator) text(list string, i int, name, s string, max int) {
 	}
 }
 
-func (v *validator) id(list string, i int, name, s string) { v.text(list, i, name, s, MaxIDLen) }
+func (v *validator) id(list string, i int, name, s string) {
+	if v.err == nil && (len(s) > MaxIDLen || !validID(s)) {
+		v.err = ValidateID(fieldName(list, i, name), s)
+	}
+}
+
+// validID reports whether s is valid UTF-8 without control characters
+// (NUL among them).
+func validID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c >= 0x80 {
+			// Multi-byte runes take the slower check (C1 controls).
+			return utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
+		}
+	}
+	return true
+}
 
 // required checks an identifier that must be set.
 func (v *validator) required(list string, i int, name, s string) {

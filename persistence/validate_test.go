@@ -195,3 +195,59 @@ func TestValidateLeaseTTL(t *testing.T) {
 		}
 	}
 }
+
+// IDs and names show on one line (tables, logs, addresses): control
+// characters are refused, in ValidateID and in every ID field of a step.
+func TestValidateIDControlCharacters(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"a\nb", "a\tb", "a\rb", "\x1b[31mred", "a\x7fb", "a\u0085b", "a\x00b"} {
+		err := persistence.ValidateID("id", v)
+		if !errors.Is(err, persistence.ErrInvalidRecord) {
+			t.Errorf("ValidateID(%q) = %v, want ErrInvalidRecord", v, err)
+		}
+		steps := []persistence.Step{
+			{Create: &persistence.Instance{ID: v, Workflow: "w"}},
+			{Instance: "a", Send: []persistence.NewMessage{{ID: "m", Channel: v}}},
+			{Instance: "a", Send: []persistence.NewMessage{{ID: "m", Target: v}}},
+		}
+		for i, s := range steps {
+			if err := s.Validate(); !errors.Is(err, persistence.ErrInvalidRecord) {
+				t.Errorf("step %d with %q: Validate() = %v, want ErrInvalidRecord", i, v, err)
+			}
+		}
+		q := persistence.InstanceQuery{Workflow: v}
+		if err := q.Validate(); !errors.Is(err, persistence.ErrInvalidRecord) {
+			t.Errorf("InstanceQuery{Workflow: %q}.Validate() = %v", v, err)
+		}
+	}
+	for _, v := range []string{"order-1", "orders/1/ship", "ünï code", "a b"} {
+		if err := persistence.ValidateID("id", v); err != nil {
+			t.Errorf("ValidateID(%q) = %v", v, err)
+		}
+	}
+	err := persistence.ValidateID("id", "a\nb")
+	if want := `norn: invalid input: id: contains a control character (U+000A at byte 1): "a\nb"`; err.Error() != want {
+		t.Errorf("error = %s, want %s", err, want)
+	}
+}
+
+// The input filter's text form, shared by the viewer and the norn command.
+func TestParseInputFilter(t *testing.T) {
+	t.Parallel()
+	got, err := persistence.ParseInputFilter(nil, " a=b, c.d = e ,,f=")
+	if err != nil || len(got) != 3 || got["a"] != "b" || got["c.d"] != "e" || got["f"] != "" {
+		t.Fatalf("ParseInputFilter = %v, %v", got, err)
+	}
+	got, err = persistence.ParseInputFilter(got, "g=h")
+	if err != nil || len(got) != 4 || got["g"] != "h" {
+		t.Fatalf("ParseInputFilter added to a map = %v, %v", got, err)
+	}
+	if got, err := persistence.ParseInputFilter(nil, "  "); err != nil || got != nil {
+		t.Fatalf("ParseInputFilter of blanks = %v, %v", got, err)
+	}
+	for _, bad := range []string{"a=b,c", "=x", "a=b, =c"} {
+		if _, err := persistence.ParseInputFilter(nil, bad); !errors.Is(err, persistence.ErrInvalidRecord) {
+			t.Errorf("ParseInputFilter(%q) = %v, want ErrInvalidRecord", bad, err)
+		}
+	}
+}

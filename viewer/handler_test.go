@@ -178,6 +178,23 @@ func csrfOf(t *testing.T, body, action string) string {
 
 func post(t *testing.T, u string, form url.Values, hdr ...string) (*http.Response, string) {
 	t.Helper()
+	return postWith(t, nil, u, form, hdr...)
+}
+
+// cookieClient is a client that keeps cookies (the viewer's session) and does
+// not follow redirects.
+func cookieClient(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return noRedirect(jar)
+}
+
+// postWith posts with client c (nil: a fresh one without cookies).
+func postWith(t *testing.T, c *http.Client, u string, form url.Values, hdr ...string) (*http.Response, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +203,10 @@ func post(t *testing.T, u string, form url.Values, hdr ...string) (*http.Respons
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := noRedirect(nil).Do(req)
+	if c == nil {
+		c = noRedirect(nil)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +240,8 @@ func TestCancelAndSend(t *testing.T) {
 	f := newFixture(t)
 	ctx := testutil.Ctx(t, 20*time.Second)
 	srv := f.serve(t, viewer.Options{AllowActions: true})
-	_, body := get(t, nil, srv.URL+"/instances/"+f.waiting)
+	c := cookieClient(t)
+	_, body := get(t, c, srv.URL+"/instances/"+f.waiting)
 	cancelTok, sendTok := csrfOf(t, body, "cancel"), csrfOf(t, body, "send")
 
 	// Refused: no token, a token for another action or instance, another origin.
@@ -229,31 +250,31 @@ func TestCancelAndSend(t *testing.T) {
 		{"id": {f.waiting}, "csrf": {sendTok}},
 		{"id": {f.done}, "csrf": {cancelTok}},
 	} {
-		resp, body := post(t, srv.URL+"/cancel", form)
+		resp, body := postWith(t, c, srv.URL+"/cancel", form)
 		wantStatus(t, resp, body, http.StatusForbidden)
 	}
-	resp, body := post(t, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {cancelTok}},
+	resp, body := postWith(t, c, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {cancelTok}},
 		"Sec-Fetch-Site", "cross-site")
 	wantStatus(t, resp, body, http.StatusForbidden)
-	resp, body = post(t, srv.URL+"/send", url.Values{"id": {f.waiting}, "csrf": {sendTok}, "payload": {"{not json"}})
+	resp, body = postWith(t, c, srv.URL+"/send", url.Values{"id": {f.waiting}, "csrf": {sendTok}, "payload": {"{not json"}})
 	wantStatus(t, resp, body, http.StatusBadRequest)
 	if info, _ := f.sys.Inspect(ctx, actor.PID(f.waiting)); info.CancelReason != "" || info.MailboxDepth != 0 {
 		t.Fatalf("a refused action changed the instance: %+v", info.Instance)
 	}
 
 	// A direct send on a broadcast channel is the sender's mistake.
-	resp, body = post(t, srv.URL+"/send", url.Values{"id": {f.waiting}, "csrf": {sendTok},
+	resp, body = postWith(t, c, srv.URL+"/send", url.Values{"id": {f.waiting}, "csrf": {sendTok},
 		"type": {"viewer_test.Approval"}, "channel": {"approvals"}, "payload": {`{"by": "yan"}`}})
 	wantStatus(t, resp, body, http.StatusConflict)
 	// Send the approval it waits for, with its type.
-	resp, body = post(t, srv.URL+"/send", url.Values{"id": {f.waiting}, "csrf": {sendTok},
+	resp, body = postWith(t, c, srv.URL+"/send", url.Values{"id": {f.waiting}, "csrf": {sendTok},
 		"type": {"viewer_test.Approval"}, "payload": {`{"by": "zed"}`}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	out, err := actor.Await(ctx, f.sys, approvalFlow, actor.PID(f.waiting))
 	if err != nil || out != "approved by zed" {
 		t.Fatalf("after send: %q, %v", out, err)
 	}
-	_, body = get(t, nil, srv.URL+resp.Header.Get("Location"))
+	_, body = get(t, c, srv.URL+resp.Header.Get("Location"))
 	wantText(t, body, "Message sent.", "completed", "message received (direct to PID)", "viewer_test.Approval", "from outside")
 
 	// Cancel a fresh waiting instance.
@@ -261,23 +282,23 @@ func TestCancelAndSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body = get(t, nil, srv.URL+"/instances/approval-dee")
+	_, body = get(t, c, srv.URL+"/instances/approval-dee")
 	tok := csrfOf(t, body, "cancel")
-	resp, body = post(t, srv.URL+"/cancel", url.Values{"id": {string(pid)}, "csrf": {tok}, "reason": {"test says so"}})
+	resp, body = postWith(t, c, srv.URL+"/cancel", url.Values{"id": {string(pid)}, "csrf": {tok}, "reason": {"test says so"}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	inst, err := f.sys.AwaitDone(ctx, pid)
 	if err != nil || inst.Status != actor.StatusCancelled || inst.Error != "test says so" {
 		t.Fatalf("after cancel: %+v, %v", inst, err)
 	}
 	// An ended instance has no actions; a stale form is answered politely.
-	_, body = get(t, nil, srv.URL+"/instances/approval-dee")
+	_, body = get(t, c, srv.URL+"/instances/approval-dee")
 	if strings.Contains(body, `id="cancel-form"`) {
 		t.Fatal("ended instance shows the cancel form")
 	}
 	wantText(t, body, "cancelled", "test says so")
-	resp, body = post(t, srv.URL+"/cancel", url.Values{"id": {string(pid)}, "csrf": {tok}})
+	resp, body = postWith(t, c, srv.URL+"/cancel", url.Values{"id": {string(pid)}, "csrf": {tok}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
-	_, body = get(t, nil, srv.URL+resp.Header.Get("Location"))
+	_, body = get(t, c, srv.URL+resp.Header.Get("Location"))
 	wantText(t, body, "Not cancelled: the instance has already ended.")
 }
 
@@ -296,18 +317,19 @@ func TestClientSystem(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	c := cookieClient(t)
 
-	_, body := get(t, nil, srv.URL+"/")
+	_, body := get(t, c, srv.URL+"/")
 	ids, _ := rows(body)
 	if !slices.Contains(ids, f.done) || !slices.Contains(ids, f.waiting) || !slices.Contains(ids, f.failed) {
 		t.Fatalf("client lists %v", ids)
 	}
-	resp, body := get(t, nil, srv.URL+"/instances/"+f.done)
+	resp, body := get(t, c, srv.URL+"/instances/"+f.done)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "activity charge", "2 attempts")
 
-	_, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
-	resp, body = post(t, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}})
+	_, body = get(t, c, srv.URL+"/instances/"+f.waiting)
+	resp, body = postWith(t, c, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	inst, err := f.sys.Instance(ctx, actor.PID(f.waiting))
 	if err != nil || inst.CancelReason != "cancelled from the viewer" {
@@ -365,19 +387,20 @@ func TestPostgres(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	c := cookieClient(t)
 
-	_, body := get(t, nil, srv.URL+"/?status=completed")
+	_, body := get(t, c, srv.URL+"/?status=completed")
 	if ids, _ := rows(body); !slices.Equal(ids, []string{f.kid, f.done}) {
 		t.Fatalf("completed: %v", ids)
 	}
-	resp, body := get(t, nil, srv.URL+"/instances/"+f.done)
+	resp, body := get(t, c, srv.URL+"/instances/"+f.done)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "activity reserve", "2 attempts", "child ended: completed", `"charged": 42`)
-	resp, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
+	resp, body = get(t, c, srv.URL+"/instances/"+f.waiting)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "receive timeout", "approvals broadcast")
 
-	resp, body = post(t, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}})
+	resp, body = postWith(t, c, srv.URL+"/cancel", url.Values{"id": {f.waiting}, "csrf": {csrfOf(t, body, "cancel")}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	inst, err := f.sys.AwaitDone(ctx, actor.PID(f.waiting))
 	if err != nil || inst.Status != actor.StatusCancelled {

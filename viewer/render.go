@@ -30,7 +30,7 @@ func (h *handler) parseTemplates() error {
 		"stamp":    stamp,
 		"dur":      fmtDuration,
 		"instURL":  h.instanceURL,
-		"csrf":     h.csrfToken,
+		"csrf":     func(string, string) string { return "" }, // per request: see template
 		"statuses": func() []string { return allStatuses },
 		"comma":    comma,
 	}
@@ -49,7 +49,11 @@ func (h *handler) parseTemplates() error {
 // error becomes a 500 instead of half a page.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := h.pages[name].ExecuteTemplate(&buf, "layout", data); err != nil {
+	t, err := h.template(r, name)
+	if err == nil {
+		err = t.ExecuteTemplate(&buf, "layout", data)
+	}
+	if err != nil {
 		h.log.ErrorContext(r.Context(), "viewer: render", "page", name, "err", err)
 		http.Error(w, "viewer: cannot render the page", http.StatusInternalServerError)
 		return

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // Options configures the viewer. The zero value is a read-only viewer with
@@ -43,10 +45,23 @@ type Options struct {
 	BasePath string
 	// Logger receives action and error logs; default slog.Default().
 	Logger *slog.Logger
+	// ActionTokenTTL is how long the cancel and send forms of a page stay
+	// valid: a form token older than this is refused (reload the page), so
+	// that a token that leaked (a proxy log, a saved page) cannot be
+	// replayed later. Default DefaultActionTokenTTL.
+	ActionTokenTTL time.Duration
 }
+
+// DefaultActionTokenTTL is Options.ActionTokenTTL's default.
+const DefaultActionTokenTTL = 15 * time.Minute
 
 // cookieName holds the token in browsers.
 const cookieName = "norn_viewer_token"
+
+// sessionCookie names the browser's viewer session, to which the action
+// forms' tokens are bound: a form token works only with the cookie of the
+// browser it was rendered for.
+const sessionCookie = "norn_viewer_session"
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -88,7 +103,9 @@ type handler struct {
 //
 // The actions are POST forms protected against cross-site requests twice:
 // each form carries a signed token, valid for that action on that instance
-// only, and requests that the browser marks as cross-origin are refused
+// only, for Options.ActionTokenTTL, and only with the browser session (a
+// cookie) it was rendered for, or with the bearer token for scripts; and
+// requests that the browser marks as cross-origin are refused
 // (http.CrossOriginProtection). With a Token the signing key is derived
 // from it, so forms stay valid across restarts and between viewers sharing
 // the token; without one the key is random for each New.
@@ -99,6 +116,12 @@ func New(sys *actor.System, opts Options) (http.Handler, error) {
 	base, err := cleanBase(opts.BasePath)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case opts.ActionTokenTTL < 0:
+		return nil, fmt.Errorf("viewer: ActionTokenTTL %v is negative", opts.ActionTokenTTL)
+	case opts.ActionTokenTTL == 0:
+		opts.ActionTokenTTL = DefaultActionTokenTTL
 	}
 	h := &handler{sys: sys, opts: opts, base: base, log: opts.Logger, mux: http.NewServeMux(),
 		cop: http.NewCrossOriginProtection(), now: time.Now}
@@ -164,7 +187,61 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Token != "" && !public && !h.authorized(w, r) {
 		return
 	}
+	if h.opts.AllowActions && !public {
+		r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, h.session(w, r)))
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// sessionKey holds a request's session (see session) in its context.
+type sessionKey struct{}
+
+// bearerSession is the session of requests authorized by the bearer header:
+// scripts, which a cross-site form cannot imitate (a browser never adds
+// the header on its own).
+const bearerSession = "bearer"
+
+// session is what a request's form tokens are bound to: the bearer session
+// for a request with a valid Authorization header, else the browser's
+// session cookie, which a GET without one gets (a POST without one has no
+// session, and no form token matches it).
+func (h *handler) session(w http.ResponseWriter, r *http.Request) string {
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && h.opts.Token != "" && h.tokenOK(tok) {
+		return bearerSession
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil && len(c.Value) == 32 {
+		if _, err := hex.DecodeString(c.Value); err == nil {
+			return c.Value
+		}
+	}
+	if r.Method != http.MethodGet {
+		return ""
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return ""
+	}
+	sess := hex.EncodeToString(b[:])
+	// Strict: the session only ever needs to reach the viewer's own forms.
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sess, Path: h.base + "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	return sess
+}
+
+// template is the page template to execute for r: with actions, a copy
+// whose csrf function mints tokens for r's session (the masters are only
+// ever cloned, which html/template requires of a template to clone).
+func (h *handler) template(r *http.Request, name string) (*template.Template, error) {
+	t := h.pages[name]
+	if !h.opts.AllowActions {
+		return t, nil
+	}
+	sess, _ := r.Context().Value(sessionKey{}).(string)
+	c, err := t.Clone()
+	if err != nil {
+		return nil, err
+	}
+	return c.Funcs(template.FuncMap{"csrf": func(action, id string) string { return h.csrfToken(sess, action, id) }}), nil
 }
 
 // authorized accepts the bearer header or the cookie; a valid ?token= sets
@@ -198,11 +275,36 @@ func (h *handler) tokenOK(tok string) bool {
 	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.opts.Token)) == 1
 }
 
-// csrfToken signs an action on one instance.
-func (h *handler) csrfToken(action, id string) string {
+// csrfToken signs an action on one instance for one session, until
+// ActionTokenTTL from now: the expiry (Unix nanoseconds, 16 hex digits)
+// followed by the signature.
+func (h *handler) csrfToken(session, action, id string) string {
+	var exp [8]byte
+	binary.BigEndian.PutUint64(exp[:], uint64(h.now().Add(h.opts.ActionTokenTTL).UnixNano()))
+	return hex.EncodeToString(exp[:]) + hex.EncodeToString(h.csrfMAC(exp[:], session, action, id))
+}
+
+func (h *handler) csrfMAC(exp []byte, session, action, id string) []byte {
 	m := hmac.New(sha256.New, h.csrfKey)
-	m.Write([]byte(action + "\x00" + id))
-	return hex.EncodeToString(m.Sum(nil))
+	m.Write(exp)
+	m.Write([]byte(session + "\x00" + action + "\x00" + id))
+	return m.Sum(nil)
+}
+
+// csrfCheck reports whether tok is valid now for the action on id in the
+// session, and whether a token that is genuine has merely expired.
+func (h *handler) csrfCheck(tok, session, action, id string) (ok, expired bool) {
+	raw, err := hex.DecodeString(tok)
+	if err != nil || len(raw) != 8+sha256.Size || session == "" {
+		return false, false
+	}
+	if !hmac.Equal(raw[8:], h.csrfMAC(raw[:8], session, action, id)) {
+		return false, false
+	}
+	if h.now().UnixNano() >= int64(binary.BigEndian.Uint64(raw[:8])) {
+		return false, true
+	}
+	return true, false
 }
 
 // checkAction refuses POSTs in read-only mode, from other origins, or
@@ -223,10 +325,19 @@ func (h *handler) checkAction(w http.ResponseWriter, r *http.Request, action str
 		return "", false
 	}
 	id := r.PostForm.Get("id")
-	want := h.csrfToken(action, id)
-	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(want)) {
+	if err := persistence.ValidateID("id", id); err != nil || id == "" {
+		h.errorPage(w, r, http.StatusBadRequest, "Bad instance ID", "The form names no instance, or an ID no instance can have (control characters, invalid UTF-8, too long).")
+		return "", false
+	}
+	sess, _ := r.Context().Value(sessionKey{}).(string)
+	switch ok, expired := h.csrfCheck(r.PostForm.Get("csrf"), sess, action, id); {
+	case expired:
 		h.errorPage(w, r, http.StatusForbidden, "Form expired",
-			"The form's token is not valid (the viewer may have restarted). Reload the page and try again.")
+			"The form is older than "+h.opts.ActionTokenTTL.String()+". Reload the page and try again.")
+		return "", false
+	case !ok:
+		h.errorPage(w, r, http.StatusForbidden, "Form expired",
+			"The form's token is not valid for this browser session (the viewer may have restarted, or the form came from elsewhere). Reload the page and try again.")
 		return "", false
 	}
 	return id, true
@@ -275,6 +386,9 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, actor.ErrNotFound):
 		h.notFoundInstance(w, r, id)
+		return
+	case errors.Is(err, actor.ErrInvalidInput):
+		h.errorPage(w, r, http.StatusBadRequest, "Cancel refused", err.Error())
 		return
 	case errors.Is(err, actor.ErrInstanceDone):
 		h.redirectNotice(w, r, id, "ended")

@@ -15,7 +15,7 @@
 //	go run ./examples/channels
 //
 // Messages, subscriptions and what each instance consumed are durable (by
-// default in an SQLite file under ./norn-data, deleted first unless
+// default in the SQLite file norn-data/norn.db, deleted first unless
 // -fresh=false): interrupt a run and start it again with -fresh=false, and
 // the instances carry on without losing or repeating a message.
 package main
@@ -39,7 +39,7 @@ func main() {
 
 func run() error {
 	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running these workflows.
-	node, err := demo.Start("channels", newsroom, reader, worker, pinger, ponger, picky)
+	node, err := demo.Start(newsroom, reader, worker, pinger, ponger, picky)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,8 @@
 //	go run ./examples/cluster
 //	go run ./examples/cluster -store postgres://user:pw@localhost/norn   # an empty database
 //
-// By default the store is an SQLite file under ./norn-data, deleted first.
+// By default the store is the SQLite file norn-data/norn.db (the one the
+// other examples and the README's norn command use), deleted first.
 package main
 
 import (
@@ -96,7 +97,7 @@ const (
 func main() {
 	node := flag.String("node", "", "run as the cluster node with this name (used by the program itself)")
 	seed := flag.String("seed", "", "gossip address of a node to join (with -node)")
-	store := flag.String("store", "sqlite://norn-data/cluster.db", "store URL: sqlite://path or postgres://…")
+	store := flag.String("store", "sqlite://norn-data/norn.db", "store URL: sqlite://path or postgres://…")
 	flag.Parse()
 	var err error
 	if *node != "" {

@@ -8,10 +8,10 @@
 // for one of them.
 //
 //	go run ./examples/orders
-//	go run ./examples/orders -store sqlite://norn-data/orders.db -fresh=false
+//	go run ./examples/orders -fresh=false
 //
-// Everything an order does is recorded in the store (default: an SQLite file
-// under ./norn-data, deleted first unless -fresh=false). Interrupt a run with
+// Everything an order does is recorded in the store (default: the SQLite file
+// norn-data/norn.db, deleted first unless -fresh=false). Interrupt a run with
 // Ctrl-C and run it again with -fresh=false: the orders carry on where they
 // stopped, and no finished step runs again.
 package main
@@ -33,7 +33,7 @@ func main() {
 
 func run() error {
 	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running orderFlow.
-	node, err := demo.Start("orders", orderFlow)
+	node, err := demo.Start(orderFlow)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@
 //	go run ./examples/saga
 //
 // Bookings, compensations and the cancel request are recorded in the store
-// (default: an SQLite file under ./norn-data, deleted first unless
+// (default: the SQLite file norn-data/norn.db, deleted first unless
 // -fresh=false). A compensation that has run is recorded and never runs
 // again; a crash part-way through compensating resumes with the next one.
 // The runtime logs failed instances as warnings on stderr.
@@ -43,7 +43,7 @@ func main() {
 
 func run() error {
 	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running tripFlow.
-	node, err := demo.Start("saga", tripFlow)
+	node, err := demo.Start(tripFlow)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@
 // and each failed instance on stderr, with the panic's stack; stdout shows
 // only the example (run with 2>/dev/null to hide the logs).
 //
-// Instances are recorded in the store (default: an SQLite file under
-// ./norn-data, deleted first unless -fresh=false); with -fresh=false, ended
+// Instances are recorded in the store (default: the SQLite file
+// norn-data/norn.db, deleted first unless -fresh=false); with -fresh=false, ended
 // instances are reported from the store without running again.
 package main
 
@@ -49,7 +49,7 @@ func main() {
 
 func run() error {
 	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running these workflows.
-	node, err := demo.Start("supervision", boss, reportFlow, doomed, trapper, untrapped, chargeCard, job, watchdog)
+	node, err := demo.Start(boss, reportFlow, doomed, trapper, untrapped, chargeCard, job, watchdog)
 	if err != nil {
 		return err
 	}

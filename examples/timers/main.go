@@ -8,8 +8,8 @@
 //
 //	go run ./examples/timers
 //
-// Timers are stored with their due time (by default in an SQLite file under
-// ./norn-data, deleted first unless -fresh=false). Interrupt a run during a
+// Timers are stored with their due time (by default in the SQLite file
+// norn-data/norn.db, deleted first unless -fresh=false). Interrupt a run during a
 // sleep and start it again with -fresh=false: the reminders carry on, and a
 // timer that came due meanwhile fires at once. (The simulated users live in
 // this process only: a reminder delivered before the interruption is not
@@ -35,7 +35,7 @@ func main() {
 func run() error {
 	start = time.Now() // the timeline starts with the node
 	// demo.Start (examples/internal/demo) parses -store and -fresh, opens the store and starts a node running reminderFlow.
-	node, err := demo.Start("timers", reminderFlow)
+	node, err := demo.Start(reminderFlow)
 	if err != nil {
 		return err
 	}

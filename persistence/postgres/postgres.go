@@ -73,6 +73,11 @@ type Options struct {
 	// Commits, if set, learns of every group commit (steps, duration,
 	// failure), for metrics.
 	Commits persistence.CommitObserver
+	// NoCreate makes Open fail with persistence.ErrNoSchema, creating
+	// nothing, when the database holds no Norn schema (Schema without its
+	// tables), for tools that only read. An older Norn schema is still
+	// migrated.
+	NoCreate bool
 }
 
 func (o *Options) fill() error {
@@ -204,7 +209,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", target, err)
 	}
-	err = migrate(ctx, conn, opts.Schema)
+	err = migrate(ctx, conn, opts.Schema, opts.NoCreate)
 	if err != nil {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("postgres: migrate %s: %w", target, err)
@@ -317,7 +322,7 @@ func migrationLock(schema string) int64 {
 // migrate applies the embedded migrations not yet recorded in
 // schema_migrations, in one transaction under an advisory lock: concurrent
 // openers wait for the first, then find nothing left to do.
-func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
+func migrate(ctx context.Context, conn *pgx.Conn, schema string, noCreate bool) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return err
@@ -341,6 +346,15 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit this is a no-op
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock(schema)); err != nil {
 		return fmt.Errorf("take migration lock: %w", err)
+	}
+	if noCreate {
+		var found bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&found); err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("schema %s: %w", schema, persistence.ErrNoSchema)
+		}
 	}
 	ident := pgx.Identifier{schema}.Sanitize()
 	var exists bool

@@ -63,6 +63,10 @@ type Options struct {
 	// `norn cancel` and the node acting on it. Each look is one indexed
 	// read. Default 100ms.
 	WakePoll time.Duration
+	// NoCreate makes Open fail with persistence.ErrNoSchema, creating
+	// nothing, when the file does not exist or holds no Norn schema, for
+	// tools that only read. An older Norn schema is still migrated.
+	NoCreate bool
 }
 
 func (o *Options) fill() error {
@@ -136,6 +140,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
+	if opts.NoCreate {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sqlite: %s does not exist: %w", path, persistence.ErrNoSchema)
+		}
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("sqlite: create directory for %s: %w", path, err)
@@ -167,7 +176,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return migrate(ctx, w, pragmas()) }); err != nil {
+	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return migrate(ctx, w, pragmas(), opts.NoCreate) }); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
@@ -247,7 +256,7 @@ func retryBusy(ctx context.Context, limit time.Duration, fn func() error) error 
 	}
 }
 
-func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
+func migrate(ctx context.Context, db *sql.DB, readDSN string, noCreate bool) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return err
@@ -271,6 +280,15 @@ func migrate(ctx context.Context, db *sql.DB, readDSN string) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if noCreate {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return persistence.ErrNoSchema
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return err
 	}

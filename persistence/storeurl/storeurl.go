@@ -22,15 +22,26 @@ import (
 // Open opens the store the URL names. On error the Store is nil (a nil
 // interface, not a typed nil pointer).
 func Open(ctx context.Context, url string) (persistence.Store, error) {
+	return open(ctx, url, false)
+}
+
+// OpenExisting is Open for tools that only read: it creates nothing, and
+// fails with an error matching persistence.ErrNoSchema when the SQLite
+// file does not exist or the database holds no Norn schema.
+func OpenExisting(ctx context.Context, url string) (persistence.Store, error) {
+	return open(ctx, url, true)
+}
+
+func open(ctx context.Context, url string, noCreate bool) (persistence.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return openPostgres(ctx, url)
+		return openPostgres(ctx, url, noCreate)
 	case strings.HasPrefix(url, "sqlite://"):
 		path, query, _ := strings.Cut(strings.TrimPrefix(url, "sqlite://"), "?")
 		if path == "" {
 			return nil, fmt.Errorf("storeurl: %q has no file path", url)
 		}
-		var opts sqlite.Options
+		opts := sqlite.Options{NoCreate: noCreate}
 		for _, kv := range strings.Split(query, "&") {
 			if kv == "" {
 				continue
@@ -49,7 +60,7 @@ func Open(ctx context.Context, url string) (persistence.Store, error) {
 	case url == "":
 		return nil, fmt.Errorf("storeurl: empty store URL")
 	default:
-		return openSQLite(ctx, url, sqlite.Options{})
+		return openSQLite(ctx, url, sqlite.Options{NoCreate: noCreate})
 	}
 }
 

@@ -2,6 +2,7 @@ package storeurl_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,5 +67,46 @@ func TestOpenErrorReturnsNilStore(t *testing.T) {
 		if st != nil {
 			t.Fatalf("Open(%q) = (%#v, %v); want a nil Store with the error", u, st, err)
 		}
+	}
+}
+
+// OpenExisting creates nothing: not a missing SQLite file, not the tables
+// in an empty SQLite file, not the schema in an empty PostgreSQL database;
+// once Open made the schema it opens the store.
+func TestOpenExisting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "sub", "missing.db")
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pg := testutil.PostgresURL(t)
+	for _, u := range []string{missing, "sqlite://" + empty, pg} {
+		st, err := storeurl.OpenExisting(ctx, u)
+		if !errors.Is(err, persistence.ErrNoSchema) || st != nil {
+			if st != nil {
+				st.Close()
+			}
+			t.Fatalf("OpenExisting(%s) = %v, want ErrNoSchema", u, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenExisting created the directory of a missing file: %v", err)
+	}
+	// The refused opens left no schema behind: second ones are refused too.
+	for _, u := range []string{empty, pg} {
+		if _, err := storeurl.OpenExisting(ctx, u); !errors.Is(err, persistence.ErrNoSchema) {
+			t.Fatalf("second OpenExisting(%s) = %v, want ErrNoSchema", u, err)
+		}
+	}
+	for _, u := range []string{"sqlite://" + empty, pg} {
+		openAndList(t, u) // Open creates the schema
+		st, err := storeurl.OpenExisting(ctx, u)
+		if err != nil {
+			t.Fatalf("OpenExisting(%s) after Open: %v", u, err)
+		}
+		st.Close()
 	}
 }

@@ -86,7 +86,11 @@ type NodeMeta struct {
 	// Address (host:port) of the node's remote (Wake) endpoint.
 	RemoteAddr string `protobuf:"bytes,1,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
 	// A client member owns no instances (see Config.Client).
-	Client        bool `protobuf:"varint,2,opt,name=client,proto3" json:"client,omitempty"`
+	Client bool `protobuf:"varint,2,opt,name=client,proto3" json:"client,omitempty"`
+	// The node's remote endpoint serves TLS (Config.RemoteServerTLS). A
+	// cluster does not mix nodes with and without: each refuses to merge
+	// with a member that disagrees.
+	RemoteTls     bool `protobuf:"varint,3,opt,name=remote_tls,json=remoteTls,proto3" json:"remote_tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -131,6 +135,13 @@ func (x *NodeMeta) GetRemoteAddr() string {
 func (x *NodeMeta) GetClient() bool {
 	if x != nil {
 		return x.Client
+	}
+	return false
+}
+
+func (x *NodeMeta) GetRemoteTls() bool {
+	if x != nil {
+		return x.RemoteTls
 	}
 	return false
 }
@@ -191,11 +202,13 @@ const file_wire_proto_rawDesc = "" +
 	"wire.proto\x12\x11norn.cluster.wire\"8\n" +
 	"\x04Wake\x12\x1c\n" +
 	"\tinstances\x18\x01 \x03(\tR\tinstances\x12\x12\n" +
-	"\x04from\x18\x02 \x01(\tR\x04from\"C\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"b\n" +
 	"\bNodeMeta\x12\x1f\n" +
 	"\vremote_addr\x18\x01 \x01(\tR\n" +
 	"remoteAddr\x12\x16\n" +
-	"\x06client\x18\x02 \x01(\bR\x06client\"\x1d\n" +
+	"\x06client\x18\x02 \x01(\bR\x06client\x12\x1d\n" +
+	"\n" +
+	"remote_tls\x18\x03 \x01(\bR\tremoteTls\"\x1d\n" +
 	"\aLeaving\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04nodeB0Z.github.com/nornlabs/norn/cluster/internal/wireb\x06proto3"
 

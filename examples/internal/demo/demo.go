@@ -30,12 +30,17 @@ type Node struct {
 	stopSignals context.CancelFunc
 }
 
+// DefaultStore is where every example keeps its instances unless -store
+// says otherwise: one file, the one the norn command is pointed at in the
+// README (export NORN_STORE=norn-data/norn.db), so that after any example
+// `norn ls` shows its instances. A fresh run replaces the previous one's.
+const DefaultStore = "sqlite://norn-data/norn.db"
+
 // Start parses the command line (-store and -fresh), deletes the SQLite
 // store first if -fresh, opens the store and starts a node that runs the
-// workflows. name names the default store, sqlite://norn-data/NAME.db.
-// Call it once, from main, and defer Close.
-func Start(name string, workflows ...actor.Definition) (*Node, error) {
-	storeURL := flag.String("store", "sqlite://norn-data/"+name+".db", "store URL: sqlite://path or postgres://…")
+// workflows. Call it once, from main, and defer Close.
+func Start(workflows ...actor.Definition) (*Node, error) {
+	storeURL := flag.String("store", DefaultStore, "store URL: sqlite://path or postgres://…")
 	fresh := flag.Bool("fresh", true, "delete the SQLite file first; -fresh=false resumes unfinished instances")
 	flag.Parse()
 
