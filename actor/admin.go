@@ -26,6 +26,10 @@ import (
 // Restart) and this one has not ended; terminate or cancel it first.
 var ErrInstanceLive = persistence.ErrInstanceLive
 
+// ErrNotFailed: Retry needs a failed instance and this one ended otherwise
+// (Restart runs it again from its start).
+var ErrNotFailed = errors.New("norn: instance did not fail")
+
 // Terminate ends pid now, as cancelled with the given reason, without
 // running compensations and without waiting for its workflow: on whatever
 // node runs it, the activation stops at its next step or wake, and
@@ -127,7 +131,8 @@ func (s *System) Reset(ctx context.Context, pid PID, keep int64) error {
 // call. A workflow that returned the error itself decides the same again
 // unless what it reads has changed; one that compensated has undone its
 // work (Restart runs it again from the start). It fails with
-// ErrInvalidInput for an instance that did not fail.
+// ErrInstanceLive for a live instance and ErrNotFailed for one that ended
+// otherwise.
 func (s *System) Retry(ctx context.Context, pid PID) error {
 	if err := s.enter(); err != nil {
 		return err
@@ -142,7 +147,7 @@ func (s *System) Retry(ctx context.Context, pid PID) error {
 		return err
 	}
 	if inst.Status != persistence.StatusFailed {
-		return fmt.Errorf("%w: retry %s: it is %s, not failed (Restart runs it again from its start)", ErrInvalidInput, id, inst.Status)
+		return fmt.Errorf("%w: %s is %s (Restart runs it again from its start)", ErrNotFailed, id, inst.Status)
 	}
 	keep := retryPoint(hist)
 	return s.reopen(ctx, inst, hist[:keep])

@@ -138,8 +138,8 @@ func TestRetryResumesFailedInstance(t *testing.T) {
 	if err != nil || info.Run != 1 || info.Status != persistence.StatusCompleted {
 		t.Fatalf("after retry: run %d, status %s, %v", info.Run, info.Status, err)
 	}
-	if err := sys.Retry(ctx, pid); !errors.Is(err, actor.ErrInvalidInput) {
-		t.Fatalf("Retry of a completed instance = %v, want ErrInvalidInput", err)
+	if err := sys.Retry(ctx, pid); !errors.Is(err, actor.ErrNotFailed) {
+		t.Fatalf("Retry of a completed instance = %v, want ErrNotFailed", err)
 	}
 
 	// Restart runs it again from its start, with the same input.

@@ -39,7 +39,7 @@ var hello = actor.Workflow("hello", func(ctx *actor.Context, name string) (strin
 
 func main() {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, "norn-data/hello.db", sqlite.Options{})
+	st, err := sqlite.Open(ctx, "norn-data/norn.db", sqlite.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

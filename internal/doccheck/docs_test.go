@@ -233,7 +233,7 @@ func TestREADMEExample(t *testing.T) {
 		t.Fatalf("go build ./examples/hello: %v\n%s", err, out)
 	}
 	run := exec.CommandContext(ctx, bin)
-	run.Dir = t.TempDir() // it writes norn-data/hello.db under its working directory
+	run.Dir = t.TempDir() // it writes norn-data/norn.db under its working directory
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
 	if err := run.Run(); err != nil {
@@ -245,7 +245,7 @@ func TestREADMEExample(t *testing.T) {
 	// The README's next command: norn ls on the store it wrote (run in
 	// process: cmd/norn's main is cli.Main).
 	var ls bytes.Buffer
-	args := []string{"--store", filepath.Join(run.Dir, "norn-data", "hello.db"), "ls"}
+	args := []string{"--store", filepath.Join(run.Dir, "norn-data", "norn.db"), "ls"}
 	if code := cli.Run(ctx, args, cli.Options{Stdout: &ls, Stderr: &ls, Getenv: func(string) string { return "" }}); code != cli.ExitOK {
 		t.Fatalf("norn ls: exit %d\n%s", code, ls.String())
 	}
