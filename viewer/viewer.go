@@ -66,6 +66,8 @@ type handler struct {
 	csrfKey []byte
 	cop     *http.CrossOriginProtection
 	now     func() time.Time
+	// countCache holds the header's instance counts (see header.go).
+	countCache countsCache
 }
 
 // New returns an http.Handler serving the web viewer for the instances in
@@ -125,6 +127,8 @@ func New(sys *actor.System, opts Options) (http.Handler, error) {
 	h.mux.Handle("GET "+base+"/static/", http.StripPrefix(base+"/static/", cacheStatic(http.FileServerFS(static))))
 	h.mux.HandleFunc("GET "+base+"/{$}", h.list)
 	h.mux.HandleFunc("GET "+base+"/instances/{id...}", h.instance)
+	h.mux.HandleFunc("GET "+base+"/channels", h.channels)
+	h.mux.HandleFunc("GET "+base+"/counts", h.counts)
 	h.mux.HandleFunc("POST "+base+"/cancel", h.cancel)
 	h.mux.HandleFunc("POST "+base+"/send", h.send)
 	if base != "" {
