@@ -26,7 +26,16 @@ type span struct {
 	Failed bool
 	Mark   bool  // a moment, not a duration
 	Seq    int64 // the history row the bar links to (-1: none)
-	row    int
+
+	// Set by layout: the row, the bar's and its label's place, and the
+	// extent of both.
+	row        int
+	barX, barW float64
+	label      string
+	labelX     float64
+	anchor     string
+	inside     bool
+	x0, x1     float64
 }
 
 // spans turns the loaded events of one run (in order; a window of the run
@@ -142,40 +151,63 @@ func spans(events []norntype.HistoryEvent) []span {
 	return out
 }
 
-// layout gives each bar a row: the first whose bars all ended before it
-// starts, so that bars on one row never overlap and bars that ran at the
-// same time are on different rows. Marks share row 0 (the instance's own
-// line). It returns the number of rows.
-func layout(ss []span, end time.Time) int {
+// layout gives each bar a row: the first whose bars (with their labels)
+// all end before it starts, so that bars on one row never overlap and bars
+// that ran at the same time are on different rows. Marks share row 0 (the
+// instance's own line). x maps a time to the axis. It returns the number
+// of rows.
+func layout(ss []span, end time.Time, x func(time.Time) float64) int {
 	idx := make([]int, 0, len(ss))
 	for i := range ss {
 		if ss[i].Mark {
 			ss[i].row = 0
 			continue
 		}
+		ss[i].place(end, x)
 		idx = append(idx, i)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return ss[idx[a]].Start.Before(ss[idx[b]].Start) })
-	var rowEnds []time.Time // rows 1…
+	sort.SliceStable(idx, func(a, b int) bool { return ss[idx[a]].x0 < ss[idx[b]].x0 })
+	var rowEnds []float64 // rows 1…
 	for _, i := range idx {
 		s := &ss[i]
-		e := s.End
-		if s.Open {
-			e = end
-		}
 		placed := false
 		for r, re := range rowEnds {
-			if !s.Start.Before(re) {
-				rowEnds[r], s.row, placed = e, r+1, true
+			if s.x0 >= re {
+				rowEnds[r], s.row, placed = s.x1+labelGap, r+1, true
 				break
 			}
 		}
 		if !placed {
-			rowEnds = append(rowEnds, e)
+			rowEnds = append(rowEnds, s.x1+labelGap)
 			s.row = len(rowEnds)
 		}
 	}
 	return len(rowEnds) + 1
+}
+
+// place works out where a bar and its label go: the label inside a bar
+// wide enough, else after it, or before it near the right edge. x0 and x1
+// bound both, for layout.
+func (s *span) place(end time.Time, x func(time.Time) float64) {
+	e := s.End
+	if s.Open {
+		e = end
+	}
+	s.barX = x(s.Start)
+	s.barW = max(x(e)-s.barX, minBarW)
+	s.label = truncate(s.Label, labelChars)
+	tw := float64(len([]rune(s.label)))*charW + 4
+	s.x0, s.x1 = s.barX, s.barX+s.barW
+	switch {
+	case s.barW > tw+4:
+		s.labelX, s.anchor, s.inside = s.barX+4, "start", true
+	case s.x1+4+tw <= chartLeft+chartW:
+		s.labelX, s.anchor = s.x1+4, "start"
+		s.x1 += 4 + tw
+	default:
+		s.labelX, s.anchor = s.barX-4, "end"
+		s.x0 -= 4 + tw
+	}
 }
 
 // Chart geometry, in SVG user units.
@@ -188,6 +220,8 @@ const (
 	maxRows    = 60
 	minBarW    = 3
 	labelChars = 60
+	charW      = 6.2 // an average character of the labels' 11px font
+	labelGap   = 6   // between bars (and labels) on one row
 )
 
 // chart draws the spans on a time axis from the run's start to end, as
@@ -211,7 +245,7 @@ func chart(ss []span, end time.Time, note string) template.HTML {
 		total = time.Millisecond
 	}
 	x := func(t time.Time) float64 { return chartLeft + float64(t.Sub(start))/float64(total)*chartW }
-	rows := layout(ss, end)
+	rows := layout(ss, end, x)
 	cut := 0
 	if rows > maxRows {
 		cut, rows = rows-maxRows, maxRows
@@ -259,28 +293,12 @@ func chart(ss []span, end time.Time, note string) template.HTML {
 		if s.Mark {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%d" r="5"/>`, x(s.Start), y+barH/2)
 		} else {
-			e := s.End
-			if s.Open {
-				e = end
-			}
-			x0, x1 := x(s.Start), x(e)
-			w := max(x1-x0, minBarW)
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="3"/>`, x0, y, w, barH)
-			// The label goes inside a wide bar, else after it (or before
-			// it, near the right edge).
-			lx, anchor, inside := x0+4, "start", w > float64(len(s.Label))*6.5+8
-			if !inside {
-				lx = x1 + 4
-				if lx > chartW-120 {
-					lx, anchor = x0-4, "end"
-				}
-			}
 			tcls := "label"
-			if inside {
+			if s.inside {
 				tcls += " in"
 			}
-			fmt.Fprintf(&b, `<text class="%s" x="%.1f" y="%d" text-anchor="%s">%s</text>`, tcls, lx, y+barH-4, anchor,
-				template.HTMLEscapeString(truncate(s.Label, labelChars)))
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="3"/><text class="%s" x="%.1f" y="%d" text-anchor="%s">%s</text>`,
+				s.barX, y, s.barW, barH, tcls, s.labelX, y+barH-4, s.anchor, template.HTMLEscapeString(s.label))
 		}
 		b.WriteString(`</g>`)
 		if s.Seq >= 0 {
