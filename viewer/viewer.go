@@ -73,8 +73,8 @@ type handler struct {
 // New returns an http.Handler serving the web viewer for the instances in
 // sys's store: a list of instances with filters (workflow, status, input
 // fields), search by ID and pagination, and a page per instance with its
-// status, input and output, a diagram of the steps it took and where it
-// waits, its history as a timeline, its mailbox, subscriptions and pending
+// status, input and output, a timeline chart of what ran when, its
+// history event by event, its mailbox, subscriptions and pending
 // timers. With Options.AllowActions it also offers cancel and send.
 //
 // sys may be a client System (one that runs no instances): the viewer only
