@@ -74,8 +74,7 @@ function autoRefresh() {
     }
     inFlight = true;
     try {
-      const resp = await fetch(window.location.href, {credentials: "same-origin", cache: "no-store",
-        headers: {"X-Norn-Refresh": "1"}});
+      const resp = await fetch(window.location.href, {credentials: "same-origin", cache: "no-store"});
       if (!resp.ok || resp.redirected) {
         return; // an error page, or a login: leave the page as it is
       }
