@@ -34,6 +34,7 @@ func commandTable() []*command {
 		mailboxCommand(),
 		timersCommand(),
 		channelsCommand(),
+		statsCommand(),
 		startCommand(),
 		sendCommand(),
 		publishCommand(),

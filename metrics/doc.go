@@ -18,8 +18,8 @@
 // Options.Registerer names one; never on Prometheus's global registry.
 //
 //	m, err := metrics.New(metrics.Options{ConstLabels: prometheus.Labels{"node": nodeID}})
-//	st, err := sqlite.Open(ctx, path, sqlite.Options{Commits: m.Commits()})
-//	m.ReadStats(st)
+//	st, err := storeurl.Open(ctx, url) // or a driver's Open, or a wrapper
+//	defer m.ObserveStore(st)() // commits and the store's counts
 //	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: wfs,
 //		Hooks: actor.MultiHooks(m.Hooks(), actor.SlogHooks{Logger: logger})})
 //	http.Handle("/metrics", m.Handler())

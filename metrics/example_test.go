@@ -13,7 +13,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/metrics"
-	"github.com/nornlabs/norn/persistence/sqlite"
+	"github.com/nornlabs/norn/persistence/storeurl"
 )
 
 func Example() {
@@ -25,12 +25,12 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "norn.db"), sqlite.Options{Commits: m.Commits()})
+	st, err := storeurl.Open(ctx, "sqlite://"+filepath.Join(dir, "norn.db"))
 	if err != nil {
 		panic(err)
 	}
 	defer st.Close()
-	m.ReadStats(st)
+	defer m.ObserveStore(st)()
 
 	hello := actor.Workflow("hello", func(ctx *actor.Context, name string) (string, error) { return "hello " + name, nil })
 	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(hello), Hooks: m.Hooks()})
@@ -51,11 +51,11 @@ func Example() {
 		panic(err)
 	}
 	defer resp.Body.Close()
-	printSeries(resp.Body, "norn_instances_started_total", "norn_instances_ended_total", "norn_activations{")
+	printSeries(resp.Body, "norn_instances_started_total", "norn_instances_ended_total", "norn_live_activations{")
 	// Output:
-	// norn_activations{workflow="hello"} 0
 	// norn_instances_ended_total{status="completed",workflow="hello"} 1
 	// norn_instances_started_total{workflow="hello"} 1
+	// norn_live_activations{workflow="hello"} 0
 }
 
 // printSeries prints the sample lines that start with one of prefixes.

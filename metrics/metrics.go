@@ -41,7 +41,7 @@ type Options struct {
 var ErrNoGatherer = errors.New("metrics: Options.Registerer is not a prometheus.Gatherer; set Options.Gatherer")
 
 // Metrics holds a node's metrics. Create it with New; give Hooks to
-// actor.Config.Hooks, Commits to the store's options, and mount Handler.
+// actor.Config.Hooks, the store to ObserveStore, and mount Handler.
 type Metrics struct {
 	opts     Options
 	gatherer prometheus.Gatherer
@@ -107,7 +107,9 @@ func New(o Options) (*Metrics, error) {
 	m.restarts = counter("instance_restarts_total", "Activations that crashed (a panic or a store failure) and restart from history.", wf)
 	m.lost = counter("instances_lost_total", "Activations stopped because another node took their instance's lease.", wf)
 	m.passivations = counter("passivations_total", "Idle activations passivated (their instance waits in the store).", wf)
-	m.activations = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "activations", Help: "Live activations on this node.", ConstLabels: cl}, []string{wf})
+	// Not "activations": in OpenMetrics that family would clash with the
+	// counter norn_activations_total.
+	m.activations = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "live_activations", Help: "Live activations on this node.", ConstLabels: cl}, []string{wf})
 	m.activationsTotal = counter("activations_total", "Activations started on this node (a spawn, or a replay of history).", wf)
 	m.attempts = counter("activity_attempts_total", "Activity attempts started.", wf, act)
 	m.attemptErrors = counter("activity_attempt_errors_total", "Activity attempts that returned an error.", wf, act)
@@ -228,6 +230,17 @@ func (m *Metrics) readStats() (persistence.Stats, bool) {
 // holding only these metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{})
+}
+
+// ObserveStore makes the metrics cover st, however it was opened (a
+// driver's Open, storeurl.Open, a wrapper): it adds Commits to st's commit
+// observers (see persistence.CommitWatcher) and reads st's counts on
+// scrape (see ReadStats). The returned function stops observing commits.
+// Use it instead of passing Commits to the driver's options, or commits
+// are counted twice.
+func (m *Metrics) ObserveStore(st persistence.Store) (stop func()) {
+	m.ReadStats(st)
+	return st.ObserveCommits(m.Commits())
 }
 
 // Commits is the observer to give the store driver (sqlite.Options.Commits,

@@ -89,6 +89,13 @@ type Instance struct {
 	UpdatedAt time.Time
 }
 
+// InstanceCount is how many instances of one workflow are in one status.
+type InstanceCount struct {
+	Workflow string
+	Status   Status
+	Count    int
+}
+
 // EventKind names an entry of an instance's history.
 type EventKind string
 

@@ -2,7 +2,11 @@ package persistence
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/nornlabs/norn/norntype"
 )
 
 // CommitInfo describes one transaction a driver committed (or failed to)
@@ -48,12 +52,9 @@ type Stats struct {
 	MaxMailbox int
 }
 
-// InstanceCount is the number of instances of one workflow in one status.
-type InstanceCount struct {
-	Workflow string
-	Status   Status
-	Count    int
-}
+// InstanceCount is the number of instances of one workflow in one status
+// (norntype.InstanceCount).
+type InstanceCount = norntype.InstanceCount
 
 // StatsReader is the part of Store that summarises its contents (both
 // drivers do; a store that cannot returns ErrUnsupported). Each call counts rows, so its cost grows with the
@@ -61,4 +62,69 @@ type InstanceCount struct {
 // rather than call it for every request.
 type StatsReader interface {
 	Stats(ctx context.Context) (Stats, error)
+}
+
+// CommitWatcher is the part of Store through which metrics learn of the
+// transactions a store commits, however the store was opened (storeurl,
+// a wrapper): the drivers' Options.Commits is set only by whoever calls
+// Open. Both drivers implement it.
+type CommitWatcher interface {
+	// ObserveCommits adds o to the store's commit observers, beside
+	// Options.Commits: from then on o learns of every transaction (see
+	// CommitObserver). The returned function removes o; calling it again
+	// does nothing.
+	ObserveCommits(o CommitObserver) (remove func())
+}
+
+// CommitObservers is the set of observers a driver notifies of its
+// commits, for its ObserveCommits. The zero value is empty and ready. It is
+// safe for concurrent use; Notify takes no lock, since it runs on every
+// commit.
+type CommitObservers struct {
+	mu   sync.Mutex // serialises Add and removals
+	list atomic.Pointer[[]*observerEntry]
+}
+
+// observerEntry gives each Add its own identity, so that adding one
+// observer twice and removing one leaves the other.
+type observerEntry struct{ o CommitObserver }
+
+// Add adds o; the returned function removes it.
+func (c *CommitObservers) Add(o CommitObserver) (remove func()) {
+	e := &observerEntry{o}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next []*observerEntry
+	if cur := c.list.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, e)
+	c.list.Store(&next)
+	var once sync.Once
+	return func() { once.Do(func() { c.remove(e) }) }
+}
+
+func (c *CommitObservers) remove(e *observerEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.list.Load()
+	if cur == nil {
+		return
+	}
+	next := make([]*observerEntry, 0, len(*cur))
+	for _, x := range *cur {
+		if x != e {
+			next = append(next, x)
+		}
+	}
+	c.list.Store(&next)
+}
+
+// Notify reports ci to every observer added.
+func (c *CommitObservers) Notify(ci CommitInfo) {
+	if cur := c.list.Load(); cur != nil {
+		for _, e := range *cur {
+			e.o.ObserveCommit(ci)
+		}
+	}
 }

@@ -432,6 +432,13 @@ type Store interface {
 	Subscriptions(ctx context.Context, id string) ([]Subscription, error)
 	// ChannelStats summarises every channel with subscribers or waiting messages.
 	ChannelStats(ctx context.Context) ([]ChannelStat, error)
+	// CountInstances counts every instance the store holds, ended ones
+	// included, by workflow and status, ordered by workflow then status;
+	// pairs with no instance are left out. It reads an index of
+	// (workflow, status), not the rows, but visits one index entry per
+	// instance: its cost grows with the instances held, so callers that
+	// call it often cache it.
+	CountInstances(ctx context.Context) ([]InstanceCount, error)
 
 	// PruneMessageIDs forgets the IDs of Dedupe messages added before t, so
 	// that the table of used IDs stays bounded; it returns how many went.
@@ -458,6 +465,7 @@ type Store interface {
 	Outbox
 	OutboxNotifier
 	StatsReader
+	CommitWatcher
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

@@ -6,12 +6,21 @@
 // and update time and input fields, opens one by ID and pages through the
 // rest with a page token. An
 // instance's page shows its status, input and output (or failure), a
-// diagram of the steps it took and of where it waits now, its history as a
-// timeline (activities with their attempts and durations, messages with
-// their channel and sender, timers with their due times, children), its
-// mailbox, subscriptions and pending timers. A long history shows its first
-// and last events, with a link to page through the rest, so a page costs
-// the same for ten events or a million.
+// timeline chart of what ran when (activities, timers, receives and
+// children as bars on a time axis, one row each while they overlap), its
+// history event by event (activities with their attempts and durations,
+// messages with their channel and sender, timers with their due times,
+// children), its mailbox, subscriptions and pending timers. A long history
+// shows its first and last events, with a link to page through the rest,
+// so a page costs the same for ten events or a million.
+//
+// The channels page lists every channel with its mode, subscribers,
+// waiting messages and the oldest one's age; the counts page the instances
+// by workflow and status, and every page's header their totals by status
+// (counted from an index, reused for five seconds). The list, instance,
+// channels and counts pages refresh themselves every five seconds (the
+// header's button pauses that), unless the user is typing in a form, has
+// opened a payload or selected text.
 //
 // Pages are rendered on the server with html/template; the stylesheet and a
 // small script are embedded in the binary, so there is no front-end build

@@ -85,8 +85,11 @@ func TestInstancePages(t *testing.T) {
 	if !strings.Contains(body, `href="/instances/order-ann/child:1"`) {
 		t.Errorf("no link to the child")
 	}
-	if !strings.Contains(body, "<svg") || !strings.Contains(body, "completed") {
-		t.Errorf("no diagram")
+	// The timeline chart: the retried activity's bar with its recorded
+	// start, the child's from spawn to end.
+	wantText(t, body, "reserve: from +", "child order-ann/child:1: from +", "completed: at +")
+	if !strings.Contains(body, `<svg class="chart"`) {
+		t.Errorf("no timeline chart")
 	}
 
 	// A notice in the address is a key: no text of the link's choosing.
@@ -106,8 +109,8 @@ func TestInstancePages(t *testing.T) {
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
 	wantStatus(t, resp, body, http.StatusOK)
 	wantText(t, body, "approval-cid", "subscribed approvals", "receive waits", "Pending timers", "receive timeout",
-		"approvals broadcast", "waits: receive timeout in 59m", "Mailbox 1", "direct · string · from outside",
-		`"not an approval"`, "1 in the mailbox")
+		"approvals broadcast", "receive:1: since +", "not ended", "Mailbox 1", "direct · string · from outside",
+		`"not an approval"`)
 
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.failed)
 	wantStatus(t, resp, body, http.StatusOK)

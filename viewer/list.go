@@ -145,6 +145,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	d := &listData{pageData: h.page("Instances"), Workflow: f.workflow, Parent: f.parent, Workflows: h.sys.Workflows(),
 		Statuses: map[string]bool{}, Input: q.Get("input"), FirstURL: h.listURL(f, ""),
 		CreatedAfter: f.createdAfter, CreatedBefore: f.createdBefore, UpdatedBefore: f.updatedBefore}
+	d.Nav, d.Refresh = "instances", true
+	h.header(r.Context(), &d.pageData)
 	for _, s := range f.statuses {
 		d.Statuses[s] = true
 	}

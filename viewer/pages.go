@@ -23,7 +23,7 @@ type instanceData struct {
 	Output     string
 	Failure    string
 	Flash      string
-	Diagram    template.HTML
+	Chart      template.HTML // the timeline chart
 	Head, Tail []item
 	Gap        int64
 	MoreURL    string // next page of the timeline
@@ -87,6 +87,8 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 	d := &instanceData{pageData: h.page(id), Inst: inst, Flash: notices[r.URL.Query().Get("done")],
 		Input: pretty(inst.Input), Output: pretty(inst.Output), Terminal: inst.Status.Terminal()}
 	d.Search = id
+	d.Refresh = true
+	h.header(ctx, &d.pageData)
 	if inst.Failure != nil {
 		d.Failure = inst.Failure.Error()
 	}
@@ -115,44 +117,26 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Types = messageTypes(d)
-	d.Diagram = svg(diagramSteps(d.Head, d.Tail, d.Gap, h.waitSteps(d)))
+	d.Chart = h.instanceChart(inst, win, after)
 	h.render(w, r, http.StatusOK, "instance", d)
 }
 
-// waitSteps are the diagram's last boxes: how the instance ended, or what
-// it waits for now.
-func (h *handler) waitSteps(d *instanceData) []step {
-	switch d.Inst.Status {
-	case norntype.StatusCompleted:
-		return nil
-	case norntype.StatusFailed, norntype.StatusCancelled:
-		return nil
+// instanceChart draws the loaded events on a time axis. What has not
+// ended runs to now, or, for an ended instance, to its last event.
+func (h *handler) instanceChart(inst norntype.Instance, win window, after int64) template.HTML {
+	events := append(append([]norntype.HistoryEvent{}, win.head...), win.tail...)
+	end := h.now()
+	if inst.Status.Terminal() && len(events) > 0 {
+		end = events[len(events)-1].At
 	}
-	if d.Inst.CancelReason != "" {
-		return []step{{Class: "cancel", Text: "cancel requested", Seq: -1, Wait: true}}
+	note := ""
+	switch {
+	case win.gap > 0:
+		note = fmt.Sprintf("%s events in the middle are not loaded: what they started or ended is missing.", comma(win.gap))
+	case after >= 0:
+		note = fmt.Sprintf("From event #%d on.", after+1)
 	}
-	var out []step
-	for _, t := range d.Timers {
-		out = append(out, step{Class: "timer", Text: "waits: " + t.What + " " + h.ago(t.Due), Seq: -1, Wait: true})
-	}
-	for _, s := range d.Subs {
-		out = append(out, step{Class: "message", Text: "listens on " + s.Channel + " (" + string(s.Mode) + ")", Seq: -1, Wait: true})
-	}
-	if len(out) == 0 {
-		text := "running"
-		if d.Inst.Status == norntype.StatusWaiting {
-			text = "waits for a message"
-		}
-		out = append(out, step{Class: "other", Text: text, Seq: -1, Wait: true})
-	}
-	if n := len(d.Mailbox); n > 0 {
-		text := fmt.Sprintf("%d in the mailbox", n)
-		if d.MailMore {
-			text = fmt.Sprintf("%d+ in the mailbox", n)
-		}
-		out = append(out, step{Class: "message", Text: text, Seq: -1, Wait: true})
-	}
-	return out
+	return chart(spans(events), end, note)
 }
 
 // childrenShown bounds the children listed on an instance's page; the list

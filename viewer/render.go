@@ -18,6 +18,14 @@ type pageData struct {
 	Base    string
 	Actions bool
 	Search  string // the ID in the header's search box
+	// Nav names the header link of the page shown.
+	Nav string
+	// Refresh makes the page refresh itself (see static/viewer.js).
+	Refresh bool
+	// The header's counts (see header): by status, all workflows.
+	HasCounts bool
+	Counts    []statusCount
+	Total     int
 }
 
 func (h *handler) page(title string) pageData {
@@ -35,7 +43,7 @@ func (h *handler) parseTemplates() error {
 		"comma":    comma,
 	}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"list", "instance", "error"} {
+	for _, name := range []string{"list", "instance", "channels", "counts", "error"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return fmt.Errorf("viewer: template %s: %w", name, err)

@@ -81,13 +81,15 @@ type handler struct {
 	csrfKey []byte
 	cop     *http.CrossOriginProtection
 	now     func() time.Time
+	// countCache holds the header's instance counts (see header.go).
+	countCache countsCache
 }
 
 // New returns an http.Handler serving the web viewer for the instances in
 // sys's store: a list of instances with filters (workflow, status, input
 // fields), search by ID and pagination, and a page per instance with its
-// status, input and output, a diagram of the steps it took and where it
-// waits, its history as a timeline, its mailbox, subscriptions and pending
+// status, input and output, a timeline chart of what ran when, its
+// history event by event, its mailbox, subscriptions and pending
 // timers. With Options.AllowActions it also offers cancel and send.
 //
 // sys may be a client System (one that runs no instances): the viewer only
@@ -148,6 +150,8 @@ func New(sys *actor.System, opts Options) (http.Handler, error) {
 	h.mux.Handle("GET "+base+"/static/", http.StripPrefix(base+"/static/", cacheStatic(http.FileServerFS(static))))
 	h.mux.HandleFunc("GET "+base+"/{$}", h.list)
 	h.mux.HandleFunc("GET "+base+"/instances/{id...}", h.instance)
+	h.mux.HandleFunc("GET "+base+"/channels", h.channels)
+	h.mux.HandleFunc("GET "+base+"/counts", h.counts)
 	h.mux.HandleFunc("POST "+base+"/cancel", h.cancel)
 	h.mux.HandleFunc("POST "+base+"/send", h.send)
 	if base != "" {

@@ -137,6 +137,9 @@ type Store struct {
 
 	chanLocks, instLocks int32 // advisory lock spaces, see lockSpace
 
+	// observers learn of commits besides opts.Commits (ObserveCommits).
+	observers persistence.CommitObservers
+
 	reqs chan *writeReq
 	wake chan []string // woken IDs of committed batches, for the notifier
 	// wakeLost records that a wake-up could not be sent: the next

@@ -45,3 +45,24 @@ const (
 		(SELECT COUNT(*) FROM messages WHERE target IS NULL),
 		(SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM messages WHERE target IS NOT NULL GROUP BY target) AS m)`
 )
+
+// CountInstances counts the instances by workflow and status, from the
+// index instances_workflow_status_created (an index-only scan once the
+// table is vacuumed).
+func (s *Store) CountInstances(ctx context.Context) ([]persistence.InstanceCount, error) {
+	rows, _ := s.pool.Query(ctx, sqlCountInstances)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.InstanceCount, error) {
+		var c persistence.InstanceCount
+		var status string
+		var n int64
+		err := row.Scan(&c.Workflow, &status, &n)
+		c.Status, c.Count = persistence.Status(status), int(n)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count instances: %w", err)
+	}
+	return out, nil
+}
+
+const sqlCountInstances = `SELECT workflow, status, COUNT(*) FROM instances GROUP BY workflow, status ORDER BY workflow, status`

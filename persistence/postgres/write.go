@@ -203,11 +203,19 @@ func (s *Store) commit(batch []*writeReq) {
 	}
 }
 
-// observe reports one transaction to Options.Commits.
+// observe reports one transaction to Options.Commits and the observers
+// ObserveCommits added.
 func (s *Store) observe(steps int, start time.Time, err error) {
+	ci := persistence.CommitInfo{Driver: "postgres", Steps: steps, Duration: time.Since(start), Err: err}
 	if s.opts.Commits != nil {
-		s.opts.Commits.ObserveCommit(persistence.CommitInfo{Driver: "postgres", Steps: steps, Duration: time.Since(start), Err: err})
+		s.opts.Commits.ObserveCommit(ci)
 	}
+	s.observers.Notify(ci)
+}
+
+// ObserveCommits adds o to the observers of this store's commits.
+func (s *Store) ObserveCommits(o persistence.CommitObserver) (remove func()) {
+	return s.observers.Add(o)
 }
 
 func stepKey(st persistence.Step) string {

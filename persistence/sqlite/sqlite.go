@@ -106,6 +106,9 @@ type Store struct {
 	closed  bool
 	done    chan struct{}
 
+	// observers learn of commits besides opts.Commits (ObserveCommits).
+	observers persistence.CommitObservers
+
 	st  stmts
 	rst readStmts
 	ob  outboxStmts
@@ -461,6 +464,11 @@ func (s *Store) writer() {
 	}
 }
 
+// ObserveCommits adds o to the observers of this store's commits.
+func (s *Store) ObserveCommits(o persistence.CommitObserver) (remove func()) {
+	return s.observers.Add(o)
+}
+
 func (s *Store) commit(batch []*writeReq) {
 	start := time.Now()
 	done, err := s.commitBatch(batch, false)
@@ -469,9 +477,11 @@ func (s *Store) commit(batch []*writeReq) {
 		// savepoint around every request.
 		_, err = s.commitBatch(batch, true)
 	}
+	ci := persistence.CommitInfo{Driver: "sqlite", Steps: len(batch), Duration: time.Since(start), Err: err}
 	if s.opts.Commits != nil {
-		s.opts.Commits.ObserveCommit(persistence.CommitInfo{Driver: "sqlite", Steps: len(batch), Duration: time.Since(start), Err: err})
+		s.opts.Commits.ObserveCommit(ci)
 	}
+	s.observers.Notify(ci)
 }
 
 // commitBatch applies batch in one transaction. Each request runs in its own

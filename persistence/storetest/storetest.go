@@ -59,6 +59,8 @@ func Run(t *testing.T, open Factory) {
 		{"Cancel", testCancel},
 		{"ResetHistory", testReset},
 		{"ListAndStats", testList},
+		{"CountInstances", testCountInstances},
+		{"ObserveCommits", testObserveCommits},
 		{"ListInstances", testListInstances},
 		{"ListWhileChanging", testListWhileChanging},
 		{"HistoryRangeAndTimers", testHistoryRangeAndTimers},
