@@ -121,7 +121,8 @@ func TestQueryAPI(t *testing.T) {
 			if ids := instanceIDs(page.Instances); !slices.Equal(ids, []string{"order-3", "order-1"}) {
 				t.Fatalf("input filter customer.id=c1 = %v", ids)
 			}
-			page, err = sys.List(ctx, actor.ListQuery{Input: map[string]string{"total": "4"}, Statuses: []actor.Status{actor.StatusRunning}})
+			// Asleep: waiting from the moment it parked.
+			page, err = sys.List(ctx, actor.ListQuery{Input: map[string]string{"total": "4"}, Statuses: []actor.Status{actor.StatusWaiting}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -581,7 +581,8 @@ func TestTimerSurvivesKill9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if inst.Status != persistence.StatusRunning || inst.LeaseOwner != "nap-child" {
+		// Asleep under the dead node's lease: waiting since it parked.
+		if inst.Status != persistence.StatusWaiting || inst.LeaseOwner != "nap-child" {
 			t.Fatalf("%s after the kill: status %s, lease owner %q", ids[i], inst.Status, inst.LeaseOwner)
 		}
 		h, err := st.History(ctx, ids[i], 0)

@@ -21,13 +21,13 @@ func TestBrowserRefresh(t *testing.T) {
 	tab := browser(t)
 
 	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL+"/instances/"+f.waiting),
-		chromedp.WaitVisible(chromedp.CSS("#status.running"))); err != nil {
+		chromedp.WaitVisible(chromedp.CSS("#status.waiting"))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(tab, chromedp.Evaluate[string](`window.nornTestMark = "same page"`)); err != nil {
 		t.Fatal(err)
 	}
-	wantIn(t, "header counts", textOf(t, tab, "#header-counts"), "running 1", "completed 2")
+	wantIn(t, "header counts", textOf(t, tab, "#header-counts"), "waiting 1", "completed 2")
 	wantIn(t, "chart", textOf(t, tab, "#chart"), "Timeline")
 
 	if _, err := f.sys.Publish(ctx, "approvals", Approval{By: "eve"}); err != nil {

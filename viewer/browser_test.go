@@ -143,7 +143,7 @@ func TestBrowserListInstanceCancel(t *testing.T) {
 		t.Fatalf("location %q, %v", loc, err)
 	}
 	list := textOf(t, tab, "#instances")
-	wantIn(t, "list", list, f.done, f.kid, f.waiting, f.failed, "completed", "running", "failed", "card declined")
+	wantIn(t, "list", list, f.done, f.kid, f.waiting, f.failed, "completed", "waiting", "failed", "card declined")
 	screenshot(t, tab, "list")
 
 	// Filter by status: only the failed one is left.
@@ -186,7 +186,7 @@ func TestBrowserListInstanceCancel(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#cancel-form"))); err != nil {
 		t.Fatal(err)
 	}
-	wantIn(t, "status", textOf(t, tab, "#status"), "running")
+	wantIn(t, "status", textOf(t, tab, "#status"), "waiting")
 	wantIn(t, "timers", textOf(t, tab, "#timers"), "receive timeout")
 	screenshot(t, tab, "instance-waiting")
 	if err := chromedp.Do(tab,

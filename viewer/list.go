@@ -11,6 +11,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntype"
+	"github.com/nornlabs/norn/persistence"
 )
 
 // allStatuses are the filter's check boxes, in lifecycle order.
@@ -89,11 +90,16 @@ func parseFilter(q url.Values) (filter, string) {
 			f.statuses = append(f.statuses, s)
 		}
 	}
-	var bad string
-	f.input, bad = parseInputFilter(q.Get("input"))
-	if bad != "" {
-		return f, "The input filter takes field=value pairs separated by commas; " + bad + " is not one."
+	in, err := persistence.ParseInputFilter(nil, q.Get("input"))
+	if err != nil {
+		var ie *persistence.InvalidError
+		reason := err.Error()
+		if errors.As(err, &ie) {
+			reason = ie.Reason
+		}
+		return f, "The input filter takes field=value pairs separated by commas (as norn ls --input does): " + reason + "."
 	}
+	f.input = in
 	for _, tf := range []struct {
 		param string
 		raw   *string
@@ -110,29 +116,6 @@ func parseFilter(q url.Values) (filter, string) {
 		*tf.t = t
 	}
 	return f, ""
-}
-
-// parseInputFilter reads "field=value, other=value" (a field may be a
-// dotted path into nested objects); it returns the first malformed part.
-func parseInputFilter(s string) (map[string]string, string) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, ""
-	}
-	out := map[string]string{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, part
-		}
-		out[k] = strings.TrimSpace(v)
-	}
-	return out, ""
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {

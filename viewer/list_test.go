@@ -82,8 +82,8 @@ func TestListFiltersAndPages(t *testing.T) {
 	if got := list("status=failed"); !slices.Equal(got, []string{f.failed}) {
 		t.Errorf("status=failed: %v", got)
 	}
-	if got := list("status=failed&status=running&workflow=approval"); !slices.Equal(got, []string{f.waiting}) {
-		t.Errorf("status failed|running of approval: %v", got)
+	if got := list("status=failed&status=waiting&workflow=approval"); !slices.Equal(got, []string{f.waiting}) {
+		t.Errorf("status failed|waiting of approval: %v", got)
 	}
 	if got := list("input=" + url.QueryEscape("customer=c007")); len(got) != 1 || !strings.HasPrefix(got[0], "ship-") {
 		t.Errorf("input customer=c007: %v", got)
@@ -106,11 +106,11 @@ func TestListFiltersAndPages(t *testing.T) {
 	if got := list("workflow=order&created_after=" + url.QueryEscape(mid.Format(time.RFC3339Nano))); len(got) != 0 {
 		t.Errorf("orders created after mid: %v", got)
 	}
-	if got := list("status=running&updated_before=2000-01-01"); len(got) != 0 {
+	if got := list("status=waiting&updated_before=2000-01-01"); len(got) != 0 {
 		t.Errorf("not updated since 2000: %v", got)
 	}
-	if got := list("status=running&updated_before=2999-01-01T00:00"); !slices.Equal(got, []string{f.waiting}) {
-		t.Errorf("running, not updated since 2999: %v", got)
+	if got := list("status=waiting&updated_before=2999-01-01T00:00"); !slices.Equal(got, []string{f.waiting}) {
+		t.Errorf("waiting, not updated since 2999: %v", got)
 	}
 	resp, body := get(t, nil, srv.URL+"/?created_after=yesterday")
 	wantStatus(t, resp, body, http.StatusBadRequest)
@@ -124,7 +124,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	wantText(t, body, "The page token is not valid")
 	resp, body = get(t, nil, srv.URL+"/?input=justaword")
 	wantStatus(t, resp, body, http.StatusBadRequest)
-	wantText(t, body, "justaword is not one")
+	wantText(t, body, "justaword")
 }
 
 // A long history shows its first and last events; "more" pages on.
@@ -180,4 +180,17 @@ func TestLongHistoryIsPaged(t *testing.T) {
 	if got := seqs(body); !slices.Equal(got, span(600, 999)) || more.MatchString(body) {
 		t.Fatalf("last page shows %d events, more link %v", len(got), more.MatchString(body))
 	}
+}
+
+// An instance page asked for an ID that can never exist (a control
+// character) is a 400 that says why, not a server error.
+func TestInstancePageBadID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv := f.serve(t, viewer.Options{})
+	resp, body := get(t, nil, srv.URL+"/instances/a%0Ab")
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400: %s", resp.StatusCode, body)
+	}
+	wantText(t, body, "control character")
 }

@@ -39,18 +39,18 @@ func TestCountsInHeaderAndPage(t *testing.T) {
 	f := newFixture(t)
 	srv := f.serve(t, viewer.Options{})
 	// The fixture: order and its child completed, fragile failed,
-	// approval running.
+	// approval waiting (parked in its receive).
 	for _, path := range []string{"/", "/instances/" + f.done, "/channels", "/counts"} {
 		resp, body := get(t, nil, srv.URL+path)
 		wantStatus(t, resp, body, http.StatusOK)
-		wantText(t, body, "running 1 completed 2 failed 1 total 4")
+		wantText(t, body, "waiting 1 completed 2 failed 1 total 4")
 		if !strings.Contains(body, `href="/?status=failed"`) {
 			t.Errorf("%s: the header's failed count does not link to the failed instances", path)
 		}
 	}
 	resp, body := get(t, nil, srv.URL+"/counts")
 	wantStatus(t, resp, body, http.StatusOK)
-	wantText(t, body, "approval 1 0 0 0 0 0 1", "fragile 0 0 0 0 1 0 1", "order 0 0 0 1 0 0 1", "ship 0 0 0 1 0 0 1")
+	wantText(t, body, "approval 0 1 0 0 0 0 1", "fragile 0 0 0 0 1 0 1", "order 0 0 0 1 0 0 1", "ship 0 0 0 1 0 0 1")
 	if !strings.Contains(body, `href="/?status=failed&amp;workflow=fragile"`) {
 		t.Error("a count does not link to its instances")
 	}

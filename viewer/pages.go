@@ -80,6 +80,10 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		h.notFoundInstance(w, r, id)
 		return
 	}
+	if errors.Is(err, actor.ErrInvalidInput) {
+		h.errorPage(w, r, http.StatusBadRequest, "Bad instance ID", err.Error())
+		return
+	}
 	if err != nil {
 		h.serverError(w, r, err)
 		return
