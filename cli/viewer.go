@@ -49,7 +49,8 @@ listens on is printed on stdout; --addr 127.0.0.1:0 picks a free port.`,
 					return usagef("viewer", "--base-path must start with /")
 				}
 				return e.withClient("viewer", func(c *client) error {
-					h, err := viewer.New(c.sys, viewer.Options{AllowActions: *actions, Token: *token, BasePath: bp, Logger: e.log})
+					h, err := viewer.New(c.sys, viewer.Options{AllowActions: *actions, Token: *token, BasePath: bp, Logger: e.log,
+						Workflows: e.opts.Workflows})
 					if err != nil {
 						return usagef("viewer", "%v", err)
 					}

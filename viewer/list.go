@@ -36,6 +36,8 @@ type listData struct {
 	Filtered                                   bool
 	Paged                                      bool // not the first page
 	Error                                      string
+	// Startable are the workflows the start form offers (actions on).
+	Startable []string
 }
 
 type listRow struct {
@@ -125,7 +127,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, bad := parseFilter(q)
-	d := &listData{pageData: h.page("Instances"), Workflow: f.workflow, Parent: f.parent, Workflows: h.sys.Workflows(),
+	d := &listData{pageData: h.page("Instances"), Workflow: f.workflow, Parent: f.parent, Workflows: h.sys.Workflows(), Startable: h.startable(),
 		Statuses: map[string]bool{}, Input: q.Get("input"), FirstURL: h.listURL(f, ""),
 		CreatedAfter: f.createdAfter, CreatedBefore: f.createdBefore, UpdatedBefore: f.updatedBefore}
 	d.Nav, d.Refresh = "instances", true

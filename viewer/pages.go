@@ -88,7 +88,7 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, r, err)
 		return
 	}
-	d := &instanceData{pageData: h.page(id), Inst: inst, Flash: notices[r.URL.Query().Get("done")],
+	d := &instanceData{pageData: h.page(id), Inst: inst, Flash: notice(r.URL.Query().Get("done")),
 		Input: pretty(inst.Input), Output: pretty(inst.Output), Terminal: inst.Status.Terminal()}
 	d.Search = id
 	d.Refresh = true

@@ -41,6 +41,7 @@ func (h *handler) parseTemplates() error {
 		"csrf":     func(string, string) string { return "" }, // per request: see template
 		"statuses": func() []string { return allStatuses },
 		"comma":    comma,
+		"startID":  func() string { return startFormID },
 	}
 	h.pages = map[string]*template.Template{}
 	for _, name := range []string{"list", "instance", "channels", "counts", "error"} {

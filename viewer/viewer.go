@@ -27,7 +27,8 @@ import (
 // Options configures the viewer. The zero value is a read-only viewer with
 // no authentication, mounted at the root path.
 type Options struct {
-	// AllowActions shows the cancel and send forms and accepts their POSTs.
+	// AllowActions shows the action forms (cancel, send, terminate, retry,
+	// restart, reset, start) and accepts their POSTs.
 	// False (the default) makes the viewer read-only: every POST is refused
 	// with 403 Forbidden, so a viewer exposed by mistake changes nothing.
 	AllowActions bool
@@ -50,6 +51,10 @@ type Options struct {
 	// that a token that leaked (a proxy log, a saved page) cannot be
 	// replayed later. Default DefaultActionTokenTTL.
 	ActionTokenTTL time.Duration
+	// Workflows are the workflows the list page's start form offers (with
+	// AllowActions): the definitions of the program that mounts the viewer
+	// (cli.Main passes its own). Empty: no start form.
+	Workflows []actor.Definition
 }
 
 // DefaultActionTokenTTL is Options.ActionTokenTTL's default.
@@ -154,6 +159,10 @@ func New(sys *actor.System, opts Options) (http.Handler, error) {
 	h.mux.HandleFunc("GET "+base+"/counts", h.counts)
 	h.mux.HandleFunc("POST "+base+"/cancel", h.cancel)
 	h.mux.HandleFunc("POST "+base+"/send", h.send)
+	h.mux.HandleFunc("POST "+base+"/start", h.start)
+	for _, a := range []string{"terminate", "retry", "restart", "reset"} {
+		h.mux.HandleFunc("POST "+base+"/"+a, h.rerun(a))
+	}
 	if base != "" {
 		h.mux.Handle("GET "+base, http.RedirectHandler(base+"/", http.StatusFound))
 	}
@@ -369,6 +378,14 @@ var notices = map[string]string{
 	"cancelled": "Cancel requested.",
 	"ended":     "Not cancelled: the instance has already ended.",
 	"sent":      "Message sent.",
+}
+
+// notice is the text of the notice named done ("" for none or unknown).
+func notice(done string) string {
+	if n, ok := notices[done]; ok {
+		return n
+	}
+	return rerunNotices[done]
 }
 
 // redirectNotice sends the browser back to the instance page (POST, then
