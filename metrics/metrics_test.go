@@ -203,9 +203,9 @@ func TestScrapeAfterKnownWorkload(t *testing.T) {
 				{"norn_store_errors_total", []string{"op", "commit"}, 0},
 				{"norn_store_errors_total", []string{"op", "stats"}, 0},
 				{"norn_lease_takeovers_total", []string{"scope", "node"}, 0},
-				// From the store: the waiter only is live, with its
+				// From the store: the waiter only is live (parked: waiting), with its
 				// receive timeout pending and the string in its mailbox.
-				{"norn_instances", []string{"workflow", "waiter", "status", "running"}, 1},
+				{"norn_instances", []string{"workflow", "waiter", "status", "waiting"}, 1},
 				{"norn_timers_pending", nil, 1},
 				{"norn_messages_waiting", []string{"where", "mailbox"}, 1},
 				{"norn_messages_waiting", []string{"where", "queue"}, 0},
