@@ -104,23 +104,13 @@ func (s *System) stopEnded(id string) {
 // with ErrInvalidInput for a keep out of range. Of two resets of one end,
 // only the first applies; the second fails with persistence.ErrFenced.
 func (s *System) Reset(ctx context.Context, pid PID, keep int64) error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	id := string(pid)
-	if err := validID("pid", id); err != nil {
-		return err
-	}
-	inst, hist, err := s.endedRun(ctx, id)
-	if err != nil {
-		return err
-	}
-	if keep < 1 || keep >= int64(len(hist)) {
-		return fmt.Errorf("%w: reset %s to keep %d events: its history has %d, of which the first and not the last may be kept",
-			ErrInvalidInput, id, keep, len(hist))
-	}
-	return s.reopen(ctx, inst, hist[:keep])
+	return s.newRun(ctx, pid, func(inst persistence.Instance, hist []persistence.Event) (int, error) {
+		if keep < 1 || keep >= int64(len(hist)) {
+			return 0, fmt.Errorf("%w: reset %s to keep %d events: its history has %d, of which the first and not the last may be kept",
+				ErrInvalidInput, inst.ID, keep, len(hist))
+		}
+		return int(keep), nil
+	})
 }
 
 // Retry resumes the failed instance pid from its last recorded step: a new
@@ -134,6 +124,17 @@ func (s *System) Reset(ctx context.Context, pid PID, keep int64) error {
 // ErrInstanceLive for a live instance and ErrNotFailed for one that ended
 // otherwise.
 func (s *System) Retry(ctx context.Context, pid PID) error {
+	return s.newRun(ctx, pid, func(inst persistence.Instance, hist []persistence.Event) (int, error) {
+		if inst.Status != persistence.StatusFailed {
+			return 0, fmt.Errorf("%w: %s is %s (Restart runs it again from its start)", ErrNotFailed, inst.ID, inst.Status)
+		}
+		return retryPoint(hist), nil
+	})
+}
+
+// newRun gives the ended instance pid a new run that keeps as many events
+// of its history as keep decides.
+func (s *System) newRun(ctx context.Context, pid PID, keep func(persistence.Instance, []persistence.Event) (int, error)) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -146,11 +147,11 @@ func (s *System) Retry(ctx context.Context, pid PID) error {
 	if err != nil {
 		return err
 	}
-	if inst.Status != persistence.StatusFailed {
-		return fmt.Errorf("%w: %s is %s (Restart runs it again from its start)", ErrNotFailed, id, inst.Status)
+	n, err := keep(inst, hist)
+	if err != nil {
+		return err
 	}
-	keep := retryPoint(hist)
-	return s.reopen(ctx, inst, hist[:keep])
+	return s.reopen(ctx, inst, hist[:n])
 }
 
 // retryPoint is how many events of a failed run a retry keeps: all but

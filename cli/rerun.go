@@ -101,48 +101,43 @@ else 3 if some ID does not exist.`,
 	}
 }
 
-func retryCommand() *command {
+// idsCommand is a command that acts on each instance ID it is given.
+func idsCommand(name, summary, help, verb string, act func(ctx context.Context, sys *actor.System, pid norntype.PID) error) *command {
 	return &command{
-		name: "retry", synopsis: "ID...", summary: "resume failed instances from their last recorded step",
-		help: `Gives each failed instance a new run, same ID, that replays its history
-but the failure and carries on live: the work recorded before is not done
-again; an activity whose retries ran out runs again with its retry policy
-afresh. Deploy the fix first: the new run uses the code of the nodes.
-
-Exits 1 if some instance is live or did not fail, else 3 if some ID does
-not exist.`,
+		name: name, synopsis: "ID...", summary: summary, help: help,
 		setup: func(e *env, _ *flag.FlagSet) func([]string) error {
 			return func(args []string) error {
 				if len(args) == 0 {
-					return usagef("retry", "give the IDs of the failed instances to retry")
+					return usagef(name, "give the IDs of the instances to %s", name)
 				}
-				return e.actOn("retry", "retried", args, func(ctx context.Context, sys *actor.System, pid norntype.PID) error {
-					return sys.Retry(ctx, pid)
-				})
+				return e.actOn(name, verb, args, act)
 			}
 		},
 	}
 }
 
+func retryCommand() *command {
+	return idsCommand("retry", "resume failed instances from their last recorded step",
+		`Gives each failed instance a new run, same ID, that replays its history
+but the failure and carries on live: the work recorded before is not done
+again; an activity whose retries ran out runs again with its retry policy
+afresh. Deploy the fix first: the new run uses the code of the nodes.
+
+Exits 1 if some instance is live or did not fail, else 3 if some ID does
+not exist.`, "retried", func(ctx context.Context, sys *actor.System, pid norntype.PID) error {
+			return sys.Retry(ctx, pid)
+		})
+}
+
 func restartCommand() *command {
-	return &command{
-		name: "restart", synopsis: "ID...", summary: "run ended instances again from their start, same input",
-		help: `Gives each ended instance (completed, failed or cancelled) a new run, same
+	return idsCommand("restart", "run ended instances again from their start, same input",
+		`Gives each ended instance (completed, failed or cancelled) a new run, same
 ID and input, from its start: everything runs again. Terminate a live
 instance first.
 
-Exits 1 if some instance is live, else 3 if some ID does not exist.`,
-		setup: func(e *env, _ *flag.FlagSet) func([]string) error {
-			return func(args []string) error {
-				if len(args) == 0 {
-					return usagef("restart", "give the IDs of the ended instances to restart")
-				}
-				return e.actOn("restart", "restarted", args, func(ctx context.Context, sys *actor.System, pid norntype.PID) error {
-					return sys.Restart(ctx, pid)
-				})
-			}
-		},
-	}
+Exits 1 if some instance is live, else 3 if some ID does not exist.`, "restarted", func(ctx context.Context, sys *actor.System, pid norntype.PID) error {
+			return sys.Restart(ctx, pid)
+		})
 }
 
 func resetCommand() *command {

@@ -16,15 +16,7 @@ var _ persistence.StatsReader = (*Store)(nil)
 // pending timers and the waiting messages.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	var st persistence.Stats
-	rows, _ := s.pool.Query(ctx, sqlStatsInstances)
-	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.InstanceCount, error) {
-		var c persistence.InstanceCount
-		var status string
-		var n int64
-		err := row.Scan(&c.Workflow, &status, &n)
-		c.Status, c.Count = persistence.Status(status), int(n)
-		return c, err
-	})
+	counts, err := s.instanceCounts(ctx, sqlStatsInstances)
 	if err != nil {
 		return st, fmt.Errorf("postgres: stats: %w", err)
 	}
@@ -50,8 +42,17 @@ const (
 // index instances_workflow_status_created (an index-only scan once the
 // table is vacuumed).
 func (s *Store) CountInstances(ctx context.Context) ([]persistence.InstanceCount, error) {
-	rows, _ := s.pool.Query(ctx, sqlCountInstances)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.InstanceCount, error) {
+	out, err := s.instanceCounts(ctx, sqlCountInstances)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count instances: %w", err)
+	}
+	return out, nil
+}
+
+// instanceCounts runs a query of (workflow, status, count) rows.
+func (s *Store) instanceCounts(ctx context.Context, query string) ([]persistence.InstanceCount, error) {
+	rows, _ := s.pool.Query(ctx, query)
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.InstanceCount, error) {
 		var c persistence.InstanceCount
 		var status string
 		var n int64
@@ -59,10 +60,6 @@ func (s *Store) CountInstances(ctx context.Context) ([]persistence.InstanceCount
 		c.Status, c.Count = persistence.Status(status), int(n)
 		return c, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: count instances: %w", err)
-	}
-	return out, nil
 }
 
 const sqlCountInstances = `SELECT workflow, status, COUNT(*) FROM instances GROUP BY workflow, status ORDER BY workflow, status`
