@@ -178,29 +178,7 @@ func (s *Step) Validate() error {
 		}
 	}
 	v.id("TakeLease", -1, "", s.TakeLease)
-	if s.Reopen {
-		switch {
-		case s.Create != nil || s.TakeLease != "":
-			v.fail("Reopen", -1, "", "set with Create or TakeLease: it starts a new run of an existing, ended instance")
-		case !s.ResetHistory || len(s.History) == 0 || s.Status == "" || s.Status.Terminal():
-			v.fail("Reopen", -1, "", "needs ResetHistory, the new run's History and a Status that is not terminal")
-		}
-	}
-	switch {
-	case s.LeaseTTL < 0:
-		v.fail("LeaseTTL", -1, "", "negative: "+s.LeaseTTL.String())
-	case s.TakeLease != "" && (s.Instance == "" || s.Create != nil):
-		v.fail("TakeLease", -1, "", "set without an existing Instance to take")
-	case s.TakeLease != "" && s.LeaseTTL == 0:
-		v.fail("LeaseTTL", -1, "", "zero with TakeLease: the lease taken needs a duration")
-	case s.TakeLease != "":
-	case s.LeaseTTL == 0:
-	case s.Create == nil || s.Create.LeaseOwner == "":
-		v.fail("LeaseTTL", -1, "", "set without a Create.LeaseOwner to lease to")
-	case !s.Create.LeaseExpires.IsZero():
-		// Two expiries: say which one the caller meant rather than guess.
-		v.fail("LeaseTTL", -1, "", "set together with Create.LeaseExpires")
-	}
+	s.validateRun(&v)
 	for i := range s.History {
 		e := &s.History[i]
 		v.id("History", i, "Kind", e.Kind)
@@ -213,22 +191,7 @@ func (s *Step) Validate() error {
 		v.fail("Status", -1, "", "unknown status "+excerpt(string(s.Status)))
 	}
 	v.text("Error", -1, "", s.Error, 0)
-	for i := range s.Send {
-		m := &s.Send[i]
-		v.required("Send", i, "ID", m.ID)
-		v.id("Send", i, "Channel", m.Channel)
-		v.id("Send", i, "Target", m.Target)
-		v.id("Send", i, "Sender", m.Sender)
-		v.text("Send", i, "Type", m.Type, MaxNameLen)
-		for k, val := range m.Metadata {
-			v.text("Send", i, "Metadata", k, MaxMetadataKeyLen)
-			if v.err == nil && (len(val) > MaxMetadataValueLen || !validText(val)) {
-				// Name the entry; the key is valid by now, and excerpt keeps
-				// a long one short.
-				v.text("Send", i, "Metadata["+excerpt(k)+"]", val, MaxMetadataValueLen)
-			}
-		}
-	}
+	s.validateSend(&v)
 	for i := range s.Subscribe {
 		sub := &s.Subscribe[i]
 		v.id("Subscribe", i, "Channel", sub.Channel)
@@ -258,6 +221,54 @@ func (s *Step) Validate() error {
 		v.text("Emit", i, "Type", e.Type, MaxNameLen)
 	}
 	return v.err
+}
+
+// validateRun checks the fields that start or continue a run: Reopen, and
+// the lease a step takes or gives.
+func (s *Step) validateRun(v *validator) {
+	if s.Reopen {
+		switch {
+		case s.Create != nil || s.TakeLease != "":
+			v.fail("Reopen", -1, "", "set with Create or TakeLease: it starts a new run of an existing, ended instance")
+		case !s.ResetHistory || len(s.History) == 0 || s.Status == "" || s.Status.Terminal():
+			v.fail("Reopen", -1, "", "needs ResetHistory, the new run's History and a Status that is not terminal")
+		}
+	}
+	switch {
+	case s.LeaseTTL < 0:
+		v.fail("LeaseTTL", -1, "", "negative: "+s.LeaseTTL.String())
+	case s.TakeLease != "" && (s.Instance == "" || s.Create != nil):
+		v.fail("TakeLease", -1, "", "set without an existing Instance to take")
+	case s.TakeLease != "" && s.LeaseTTL == 0:
+		v.fail("LeaseTTL", -1, "", "zero with TakeLease: the lease taken needs a duration")
+	case s.TakeLease != "":
+	case s.LeaseTTL == 0:
+	case s.Create == nil || s.Create.LeaseOwner == "":
+		v.fail("LeaseTTL", -1, "", "set without a Create.LeaseOwner to lease to")
+	case !s.Create.LeaseExpires.IsZero():
+		// Two expiries: say which one the caller meant rather than guess.
+		v.fail("LeaseTTL", -1, "", "set together with Create.LeaseExpires")
+	}
+}
+
+// validateSend checks the messages a step sends.
+func (s *Step) validateSend(v *validator) {
+	for i := range s.Send {
+		m := &s.Send[i]
+		v.required("Send", i, "ID", m.ID)
+		v.id("Send", i, "Channel", m.Channel)
+		v.id("Send", i, "Target", m.Target)
+		v.id("Send", i, "Sender", m.Sender)
+		v.text("Send", i, "Type", m.Type, MaxNameLen)
+		for k, val := range m.Metadata {
+			v.text("Send", i, "Metadata", k, MaxMetadataKeyLen)
+			if v.err == nil && (len(val) > MaxMetadataValueLen || !validText(val)) {
+				// Name the entry; the key is valid by now, and excerpt keeps
+				// a long one short.
+				v.text("Send", i, "Metadata["+excerpt(k)+"]", val, MaxMetadataValueLen)
+			}
+		}
+	}
 }
 
 // Valid reports whether s is one of the known outbox statuses.
