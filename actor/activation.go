@@ -105,9 +105,6 @@ type activation struct {
 	// registered: the activation waits on its receives in System.compete
 	// (workflow goroutine only).
 	registered bool
-	// parking: the commit in flight is a park's (see markParked).
-	// Workflow goroutine only.
-	parking bool
 
 	comps []compensation   // completed calls of compensable activities, in order
 	links supervisor.Links // linked children spawned so far (replayed too), and whether exits are trapped

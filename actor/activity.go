@@ -173,6 +173,9 @@ type attemptResult struct {
 // before the attempt's side effects start.
 func (a *activation) startAttempt(c *command) {
 	call := c.act
+	if a.inst.Status == persistence.StatusWaiting && a.pending.Status == "" {
+		a.pending.Status = persistence.StatusRunning // see markParked
+	}
 	a.takeLease()
 	call.running = true
 	if call.attempt == 0 {

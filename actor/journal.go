@@ -250,11 +250,13 @@ func (a *activation) await(done func() bool, recv []*command) error {
 // instance waits for nothing but durable events (a message, a timer, a
 // child's end: no activity attempt runs, no back-off sleeps in memory), so
 // that every listing shows it waiting from the moment it parks, not only
-// once it passivates. The status rides on the park's commit; it costs a
+// once it passivates. It stays waiting through the commits of what it does
+// when woken (receive, send, spawn) until an activity starts (startAttempt
+// makes it running). The status rides on the park's commit; it costs a
 // write of its own only when nothing else is pending and the stored status
-// says running (a new instance parking at once, a run that committed its
-// last step before an activity ended). A woken passivated instance that
-// finds nothing parks again without a write.
+// says running (a new instance parking at once, a run whose last activity
+// ended with its result committed). A woken passivated instance that finds
+// nothing parks again without a write.
 func (a *activation) markParked() {
 	if a.pending.Status != "" || a.inflight > 0 || a.memoryBackoff() {
 		return
@@ -344,9 +346,7 @@ func (a *activation) dropPendingTimer(id string) bool {
 // mailbox may have changed. Shutdown and passivation unwind the goroutine.
 func (a *activation) park(recv []*command) bool {
 	a.markParked()
-	a.parking = true
 	a.flush()
-	a.parking = false
 	a.releaseSlot()
 	var due <-chan time.Time
 	if t := a.nextDue(recv); !t.IsZero() {
@@ -506,9 +506,11 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	step.History = a.j.Pending()
 	step.Instance, step.Epoch = a.id, a.epoch
 	take := a.withLease(&step)
-	if step.Status == "" && !a.parking && a.inst.Status == persistence.StatusWaiting {
-		// Parked, now on the move again (see markParked).
-		step.Status = persistence.StatusRunning
+	if take && step.Status == "" && a.inst.Status == persistence.StatusWaiting {
+		// Taking the lease would make the instance running; it is still
+		// waiting until an activity starts (see markParked and
+		// startAttempt), so the status costs no write between two parks.
+		step.Status = persistence.StatusWaiting
 	}
 	res, err := a.sys.store.Apply(a.env.ctx, step)
 	if err != nil {
