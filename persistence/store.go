@@ -446,6 +446,7 @@ type Store interface {
 	Outbox
 	OutboxNotifier
 	StatsReader
+	Purger
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
 )
 
 // explain returns the opcodes of q's program on the writer connection.
@@ -68,6 +71,35 @@ func TestRunnableReadsLiveIndex(t *testing.T) {
 			buckets == nil && strings.Contains(plan[0], "(status=?)"))
 		if !ok {
 			t.Errorf("buckets %v: plan %q does not start with an index of live instances", buckets, plan)
+		}
+	}
+}
+
+// A purge batch reads the ended instances from their index, oldest end
+// first, with or without a status, workflow and bucket filter; each of its
+// deletes looks its rows up by an index rather than scanning a table.
+func TestPurgeReadsByIndex(t *testing.T) {
+	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	before := time.Now()
+	for _, f := range []persistence.PurgeFilter{
+		{Before: before},
+		{Before: before, Statuses: []persistence.Status{persistence.StatusFailed}},
+		{Before: before, Buckets: []int{1, 5}},
+	} {
+		plan := QueryPlan(t, st.r, purgeSelectSQL(&f), before.UnixNano(), f.Workflow, 10)
+		if len(plan) != 1 || !strings.Contains(plan[0], "instances_ended") {
+			t.Errorf("filter %+v: plan %q does not read instances_ended alone", f, plan)
+		}
+	}
+	for _, d := range purgeDeletes {
+		for _, line := range QueryPlan(t, st.w, d.stmt, `["a"]`) {
+			if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "json_each") {
+				t.Errorf("deleting %s scans: %q", d.what, line)
+			}
 		}
 	}
 }

@@ -79,6 +79,10 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxRace", testOutboxRace},
 		{"OutboxRelease", testOutboxRelease},
 		{"OutboxPrune", testOutboxPrune},
+		{"Purge", testPurge},
+		{"PurgeRows", testPurgeRows},
+		{"PurgeParent", testPurgeParent},
+		{"PurgeValidation", testPurgeValidation},
 		{"OptionalMethods", testOptional},
 		// The combinations of Step fields the runtime uses (combos.go).
 		{"StepSpawnUnleased", testSpawnUnleased},
