@@ -37,6 +37,7 @@ func commandTable() []*command {
 		sendCommand(),
 		publishCommand(),
 		cancelCommand(),
+		purgeCommand(),
 		replayCommand(),
 		migrateCommand(),
 		membersCommand(),
