@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,3 +265,47 @@ func testPurgeValidation(t *testing.T, st persistence.Store) {
 	kept(t, st, "r", persistence.StatusRunning, 1)
 	kept(t, st, "d", persistence.StatusCompleted, 2)
 }
+
+// purgeRace: stores purging the same ended instances at once delete each
+// once: their counts add up to the number of instances, and none is left.
+func purgeRace(t *testing.T, stores []persistence.Store, n int) {
+	for i := range n {
+		id := fmt.Sprintf("race-%03d", i)
+		create(t, stores[0], id)
+		end(t, stores[0], id, persistence.StatusCompleted)
+	}
+	cut := time.Now()
+	waitClockPast(cut)
+	counts := make([]int, 2*len(stores))
+	errs := make([]error, len(counts))
+	var wg sync.WaitGroup
+	for i := range counts {
+		st := stores[i%len(stores)]
+		wg.Go(func() {
+			for {
+				got, err := st.PurgeInstances(ctx(), persistence.PurgeFilter{Before: cut, Limit: 7})
+				counts[i] += got
+				if err != nil || got == 0 {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for i, c := range counts {
+		if errs[i] != nil {
+			t.Fatalf("purger %d: %v", i, errs[i])
+		}
+		total += c
+	}
+	if total != n {
+		t.Fatalf("purgers deleted %v, %d in all; want %d", counts, total, n)
+	}
+	if left := countPurgeable(t, stores[0], persistence.PurgeFilter{Before: cut}); left != 0 {
+		t.Fatalf("%d left after the race", left)
+	}
+}
+
+func testPurgeRace(t *testing.T, st persistence.Store) { purgeRace(t, []persistence.Store{st}, 60) }

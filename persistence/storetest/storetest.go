@@ -83,6 +83,7 @@ func Run(t *testing.T, open Factory) {
 		{"PurgeRows", testPurgeRows},
 		{"PurgeParent", testPurgeParent},
 		{"PurgeValidation", testPurgeValidation},
+		{"PurgeRace", testPurgeRace},
 		{"OptionalMethods", testOptional},
 		// The combinations of Step fields the runtime uses (combos.go).
 		{"StepSpawnUnleased", testSpawnUnleased},
@@ -115,6 +116,10 @@ func RunShared(t *testing.T, open SharedFactory) {
 	t.Run("OutboxClaimAcrossStores", func(t *testing.T) {
 		a, b := open(t)
 		outboxRace(t, []persistence.Store{a, b}, 200, 8)
+	})
+	t.Run("PurgeAcrossStores", func(t *testing.T) {
+		a, b := open(t)
+		purgeRace(t, []persistence.Store{a, b}, 60)
 	})
 	t.Run("ReleaseAcrossStores", func(t *testing.T) {
 		a, b := open(t)
