@@ -11,8 +11,8 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// purgeBatch is the batch of the purge workload's PurgeInstances calls, as
-// `norn purge` uses.
+// purgeBatch is the batch of the purge workload's full-speed
+// PurgeInstances calls, as `norn purge --fast` uses.
 const purgeBatch = 500
 
 // seedWriters is how many goroutines seed ended instances: enough
@@ -125,11 +125,11 @@ func purgeDuringChain(ctx context.Context, r *runner, nd *node, wf *actor.Workfl
 // store, then measure
 //   - the chain workload's rate (-m workflows, default 2000) alone;
 //   - the purge rate alone, over the first half of the seeded instances,
-//     in batches of 500 back to back (as `norn purge` does);
+//     in batches of 500 back to back (as `norn purge --fast` does);
 //   - the chain rate again while a purge runs at full speed, and the purge
 //     rate meanwhile;
-//   - the same with the purge paced as a node's retention loop paces it
-//     (batches of 100, resting as long as each took);
+//   - the same with the purge paced as a node's retention loop and plain
+//     `norn purge` pace it (batches of 100, resting as long as each took);
 //
 // and check that the purge took every seeded instance and no chain
 // instance (they ended after the cut-off).
@@ -178,7 +178,7 @@ func runPurge(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		return res, fmt.Errorf("chain while purging: %w", err)
 	}
-	r.logf("chain while purging as a node's retention does (batches of 100, paced)")
+	r.logf("chain while purging paced, as a node's retention and norn purge do (batches of 100)")
 	paced := f
 	paced.Limit = 100
 	withPaced, duringPaced, pacedRate, short2, err := purgeDuringChain(ctx, r, nd, wf, m, paced, true)
@@ -209,7 +209,7 @@ func runPurge(ctx context.Context, r *runner) (result, error) {
 	if short1 || short2 {
 		note = "; a purge ran out before its chain run ended: raise -n or lower -m"
 	}
-	res.Extra = fmt.Sprintf("purge alone %s inst/s (batches of %d); chain %s wf/s alone, %s wf/s (%.0f%%) while purging at %s inst/s, %s wf/s (%.0f%%) while purging paced as the retention loop at %s inst/s%s; seed %s inst/s; store %s before, %s after",
+	res.Extra = fmt.Sprintf("purge alone %s inst/s (batches of %d back to back); chain %s wf/s alone, %s wf/s (%.0f%%) while purging so at %s inst/s, %s wf/s (%.0f%%) while purging paced (retention loop, norn purge) at %s inst/s%s; seed %s inst/s; store %s before, %s after",
 		fmtRate(purgeAlone), purgeBatch, fmtRate(alone), fmtRate(withPurge), 100*withPurge/alone, fmtRate(purgeDuring),
 		fmtRate(withPaced), 100*withPaced/alone, fmtRate(pacedRate), note, fmtRate(seedRate), fmtBytes(size0), fmtBytes(size1))
 	return res, nil

@@ -12,10 +12,14 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// purgeBatch is how many instances one purge transaction deletes: large
-// enough to go fast, small enough that running nodes' steps get their
-// turns between batches.
-const purgeBatch = 500
+// Purge batches: by default as a node's retention loop purges (batches of
+// 100, resting after each as long as it took), so that running nodes keep
+// their throughput; with --fast, batches of 500 back to back, which on
+// SQLite takes most of the one writer's time while it runs.
+const (
+	purgeBatch     = 100
+	purgeFastBatch = 500
+)
 
 type purgeStatusCount struct {
 	Status norntype.Status `json:"status"`
@@ -45,14 +49,17 @@ Nodes purge on their own what ended longer ago than their Retention
 (default 30 days); purge is for a one-off clean-up or a shorter cut-off.
 The cut-off is --older-than (a duration: 90m, 72h, 30d) or --before (a
 time: 2006-01-02, RFC 3339). --dry-run counts what would be purged, by
-status, and deletes nothing. Deletion goes in small transactions, so that
-running nodes keep working meanwhile; a bar shows progress on a terminal.`,
+status, and deletes nothing. Deletion goes in small transactions with a
+rest after each as long as it took, so that running nodes keep their
+throughput; --fast deletes in larger transactions back to back (a store
+no node uses, or off-peak). A bar shows progress on a terminal.`,
 		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
 			workflow := fs.String("workflow", "", "only instances of this workflow")
 			status := fs.String("status", "", "only instances in these ended statuses, comma-separated (completed, failed, cancelled)")
 			olderThan := fs.String("older-than", "", "purge instances that ended longer ago than this (90m, 72h, 30d)")
 			before := fs.String("before", "", "purge instances that ended before this time (2006-01-02, RFC 3339)")
 			dry := fs.Bool("dry-run", false, "count what would be purged and purge nothing")
+			fast := fs.Bool("fast", false, "purge in larger batches without resting between them (slows running nodes meanwhile)")
 			return func(args []string) error {
 				f, err := purgeFilter(args, *workflow, *status, *olderThan, *before, time.Now())
 				if err != nil {
@@ -66,7 +73,10 @@ running nodes keep working meanwhile; a bar shows progress on a terminal.`,
 				if *dry {
 					return e.purgeDryRun(st, f)
 				}
-				return e.purge(st, f)
+				if *fast {
+					f.Limit = purgeFastBatch
+				}
+				return e.purge(st, f, !*fast)
 			}
 		},
 	}
@@ -159,8 +169,8 @@ func (e *env) purgeDryRun(st persistence.Purger, f persistence.PurgeFilter) erro
 
 // purge deletes, batch by batch, what f selects, until a batch finds
 // nothing: the cut-off is fixed, so instances that end meanwhile are not
-// chased.
-func (e *env) purge(st persistence.Purger, f persistence.PurgeFilter) error {
+// chased. paced rests after each batch as long as it took.
+func (e *env) purge(st persistence.Purger, f persistence.PurgeFilter, paced bool) error {
 	total, err := st.CountPurgeable(e.ctx, f)
 	if err != nil {
 		return fmt.Errorf("count purgeable instances: %w", err)
@@ -168,9 +178,17 @@ func (e *env) purge(st persistence.Purger, f persistence.PurgeFilter) error {
 	res := purgeResult{Before: f.Before.UTC(), Workflow: f.Workflow}
 	bar := e.progress("purging", total)
 	for {
+		start := time.Now()
 		n, err := st.PurgeInstances(e.ctx, f)
 		res.Count += n
 		bar.add(n)
+		if err == nil && n > 0 && paced {
+			select {
+			case <-e.ctx.Done():
+				err = e.ctx.Err()
+			case <-time.After(time.Since(start)):
+			}
+		}
 		if err != nil {
 			bar.finish()
 			if errors.Is(err, e.ctx.Err()) {

@@ -82,7 +82,7 @@ func purgeCommands(t *testing.T, url string) {
 	}
 
 	// The orders that ended: order-1 (completed) and order-3 (failed).
-	r = norn(t, env, "purge", "--older-than", "1ms", "--workflow", "order").ok(t)
+	r = norn(t, env, "purge", "--older-than", "1ms", "--workflow", "order", "--fast").ok(t)
 	if !strings.HasPrefix(r.stdout, "purged 2 instances that ended before ") || strings.Contains(r.stderr, "[") {
 		t.Fatalf("purge of orders: stdout %q stderr %q (no bar off a terminal)", r.stdout, r.stderr)
 	}
