@@ -42,8 +42,11 @@ type PurgeFilter struct {
 // inspection rather than everything ever run. Both drivers implement it.
 type Purger interface {
 	// PurgeInstances deletes up to f's Limit of the ended instances f
-	// selects, oldest end first, in one transaction, and returns how many
-	// went; while that equals the limit, more may be left. With each
+	// selects, in one transaction, and returns how many went; while that
+	// equals the limit, more may be left. Which of the selected instances
+	// a batch takes is up to the driver (both read an index by status and
+	// creation time: no index holds the time of each instance's last
+	// step, which every step would rewrite). With each
 	// instance go its history, the messages still addressed to it, its
 	// timers and subscriptions (an ended instance normally has none left),
 	// and its outgoing events whose delivery ended (sent, invalid or

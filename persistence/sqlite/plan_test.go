@@ -75,9 +75,10 @@ func TestRunnableReadsLiveIndex(t *testing.T) {
 	}
 }
 
-// A purge batch reads the ended instances from their index, oldest end
-// first, with or without a status, workflow and bucket filter; each of its
-// deletes looks its rows up by an index rather than scanning a table.
+// A purge batch reads the ended instances from an index by status and
+// creation time, and sorts nothing, with or without a status, workflow and
+// bucket filter; each of its deletes looks its rows up by an index rather
+// than scanning a table.
 func TestPurgeReadsByIndex(t *testing.T) {
 	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"), Options{})
 	if err != nil {
@@ -89,10 +90,15 @@ func TestPurgeReadsByIndex(t *testing.T) {
 		{Before: before},
 		{Before: before, Statuses: []persistence.Status{persistence.StatusFailed}},
 		{Before: before, Buckets: []int{1, 5}},
+		{Before: before, Workflow: "wf", Statuses: []persistence.Status{persistence.StatusFailed, persistence.StatusCancelled}},
 	} {
 		plan := QueryPlan(t, st.r, purgeSelectSQL(&f), before.UnixNano(), f.Workflow, 10)
-		if len(plan) != 1 || !strings.Contains(plan[0], "instances_ended") {
-			t.Errorf("filter %+v: plan %q does not read instances_ended alone", f, plan)
+		want := "USING INDEX instances_status_created (status=? AND created_at<?)"
+		if f.Workflow != "" {
+			want = "USING INDEX instances_workflow_status_created (workflow=? AND status=? AND created_at<?)"
+		}
+		if len(plan) != 1 || !strings.Contains(plan[0], want) {
+			t.Errorf("filter %+v: plan %q, want one step %q", f, plan, want)
 		}
 	}
 	// Each delete finds its rows by instance ID: a key or index on it,

@@ -10,30 +10,32 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// endedPredicate is word for word the predicate of the partial index
-// instances_ended (migration 0014): SQLite uses a partial index only for a
-// query that repeats its predicate.
-const endedPredicate = `(status = 'completed' OR status = 'failed' OR status = 'cancelled')`
-
 // purgeWhere is the condition that selects f's instances, with the cut-off
-// as ?1 and the workflow (if any) as ?2. Statuses and buckets are
-// validated constants and integers, written into the text.
+// as ?1 and the workflow (if any) as ?2, read from an index of instances
+// by status and creation time: instances_workflow_status_created with a
+// workflow, else instances_status_created. No index holds updated_at
+// (every step changes it), but an instance ends after it was created, so
+// those that ended before the cut-off are among those created before it:
+// the scan reads the ended instances created before the cut-off, one
+// status after the other, and checks each one's end. Those it passes over
+// (created before the cut-off, ended after it) are the long-lived ones,
+// few in most stores. Statuses and buckets are validated constants and
+// integers, written into the text.
 func purgeWhere(f *persistence.PurgeFilter) string {
 	var b strings.Builder
-	b.WriteString(endedPredicate + ` AND updated_at < ?1`)
-	if len(f.Statuses) > 0 {
-		b.WriteString(` AND status IN (`)
-		for i, st := range f.Statuses {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(`'` + string(st) + `'`)
-		}
-		b.WriteByte(')')
-	}
 	if f.Workflow != "" {
-		b.WriteString(` AND workflow = ?2`)
+		b.WriteString(`INDEXED BY instances_workflow_status_created WHERE workflow = ?2 AND `)
+	} else {
+		b.WriteString(`INDEXED BY instances_status_created WHERE `)
 	}
+	b.WriteString(`status IN (`)
+	for i, st := range f.EndedStatuses() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`'` + string(st) + `'`)
+	}
+	b.WriteString(`) AND created_at < ?1 AND updated_at < ?1`)
 	b.WriteString(bucketFilter(f.Buckets))
 	return b.String()
 }
@@ -103,12 +105,11 @@ func (s *Store) PurgeInstances(ctx context.Context, f persistence.PurgeFilter) (
 }
 
 // purgeSelectSQL reads a batch's IDs: ?1 the cut-off, ?2 the workflow, ?3
-// the limit.
-// INDEXED BY: without statistics SQLite prefers the status index (one
-// range per ended status, then a sort of every ended instance), which
-// reads the whole history of the store to delete a batch.
+// the limit. No ORDER BY: in index order (by status, then creation) the
+// scan stops at the limit, where any other order would read and sort
+// every candidate first.
 func purgeSelectSQL(f *persistence.PurgeFilter) string {
-	return `SELECT id FROM instances INDEXED BY instances_ended WHERE ` + purgeWhere(f) + ` ORDER BY updated_at LIMIT ?3`
+	return `SELECT id FROM instances ` + purgeWhere(f) + ` LIMIT ?3`
 }
 
 // purgeVictims reads the IDs a purge batch deletes, in its transaction.
@@ -141,7 +142,7 @@ func (s *Store) CountPurgeable(ctx context.Context, f persistence.PurgeFilter) (
 		return 0, nil
 	}
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM instances INDEXED BY instances_ended WHERE `+purgeWhere(&f), purgeArgs(&f)...).Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM instances `+purgeWhere(&f), purgeArgs(&f)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("sqlite: count purgeable instances: %w", err)
 	}
 	return n, nil

@@ -1,9 +1,0 @@
--- Ended instances by when they ended, for PurgeInstances: a purge reads
--- the oldest entries of this index only, however many live or recently
--- ended instances the table holds. An instance enters it once, at its end
--- (no step changes an ended instance).
-CREATE INDEX instances_ended ON instances (updated_at) WHERE status IN ('completed', 'failed', 'cancelled');
--- Delivered outgoing events by instance, so that purging an instance finds
--- its delivered events without scanning the outbox. Pending events, which
--- every emit adds and the relayers rewrite, stay out of it.
-CREATE INDEX outbox_instance_done ON outbox (instance) WHERE status <> 'pending';
