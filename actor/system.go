@@ -84,6 +84,14 @@ type Config struct {
 	// such messages: they receive only what is published after they
 	// subscribed. Default 7 days, minimum 1s.
 	QueueRetention time.Duration
+	// Retention is how long ended instances (completed, failed, cancelled)
+	// are kept, with their history: older ones are purged, in small
+	// batches, by the node that owns their bucket, and then read as
+	// ErrNotFound. Default 30 days: long enough to look into a failure
+	// after a holiday; minimum 1s; negative keeps them forever. An ended
+	// instance's pending outgoing events are kept until delivered, and a
+	// purged parent's children keep running (see persistence.Purger).
+	Retention time.Duration
 	// MaxPayload bounds, in bytes, the encoded input of Spawn and the encoded
 	// message of Send, SendOn, Publish and PublishWith; larger ones fail with
 	// a *PayloadTooLargeError before anything is written. Default 4 MiB;
@@ -245,6 +253,9 @@ func (c *Config) validate() error {
 	if c.HistoryPage < 0 {
 		return fmt.Errorf("%w: Config.HistoryPage is %d; it must not be negative", ErrInvalidInput, c.HistoryPage)
 	}
+	if err := c.validateRetention(); err != nil {
+		return err
+	}
 	if c.MaxActivating < 0 {
 		return fmt.Errorf("%w: Config.MaxActivating is %d; it must not be negative", ErrInvalidInput, c.MaxActivating)
 	}
@@ -302,6 +313,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QueueRetention == 0 {
 		c.QueueRetention = defaultQueueRetention
+	}
+	if c.Retention == 0 {
+		c.Retention = defaultRetention
 	}
 	if c.MaxPayload == 0 {
 		c.MaxPayload = defaultMaxPayload
@@ -393,6 +407,7 @@ func (s *System) host() {
 	})
 	s.goBG(s.renewLoop)
 	s.goBG(s.recoveryLoop)
+	s.goBG(s.retentionLoop)
 	s.goBG(func() {
 		err := s.store.Listen(s.ctx, func(ids []string) {
 			if ids == nil {

@@ -43,6 +43,7 @@ func commandTable() []*command {
 		retryCommand(),
 		restartCommand(),
 		resetCommand(),
+		purgeCommand(),
 		replayCommand(),
 		migrateCommand(),
 		membersCommand(),

@@ -466,6 +466,7 @@ type Store interface {
 	OutboxNotifier
 	StatsReader
 	CommitWatcher
+	Purger
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

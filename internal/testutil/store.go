@@ -30,6 +30,8 @@ type InterceptStore struct {
 	BeforePrune       func(before time.Time)
 	// BeforePruneQueue sees the cut-off of each PruneQueue call.
 	BeforePruneQueue func(before time.Time)
+	// BeforePurge sees the filter of each PurgeInstances call.
+	BeforePurge func(f persistence.PurgeFilter)
 }
 
 // Apply implements persistence.Store.
@@ -93,6 +95,14 @@ func (s *InterceptStore) PruneQueue(ctx context.Context, before time.Time) (int,
 		s.BeforePruneQueue(before)
 	}
 	return s.Store.PruneQueue(ctx, before)
+}
+
+// PurgeInstances implements persistence.Store.
+func (s *InterceptStore) PurgeInstances(ctx context.Context, f persistence.PurgeFilter) (int, error) {
+	if s.BeforePurge != nil {
+		s.BeforePurge(f)
+	}
+	return s.Store.PurgeInstances(ctx, f)
 }
 
 // Listen hides the wrapped store's notifications: it returns

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
 )
 
 // explain returns the opcodes of q's program on the writer connection.
@@ -68,6 +71,45 @@ func TestRunnableReadsLiveIndex(t *testing.T) {
 			buckets == nil && strings.Contains(plan[0], "(status=?)"))
 		if !ok {
 			t.Errorf("buckets %v: plan %q does not start with an index of live instances", buckets, plan)
+		}
+	}
+}
+
+// A purge batch reads the ended instances from an index by status and
+// creation time, and sorts nothing, with or without a status, workflow and
+// bucket filter; each of its deletes looks its rows up by an index rather
+// than scanning a table.
+func TestPurgeReadsByIndex(t *testing.T) {
+	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	before := time.Now()
+	for _, f := range []persistence.PurgeFilter{
+		{Before: before},
+		{Before: before, Statuses: []persistence.Status{persistence.StatusFailed}},
+		{Before: before, Buckets: []int{1, 5}},
+		{Before: before, Workflow: "wf", Statuses: []persistence.Status{persistence.StatusFailed, persistence.StatusCancelled}},
+	} {
+		plan := QueryPlan(t, st.r, purgeSelectSQL(&f), before.UnixNano(), f.Workflow, 10)
+		want := "USING INDEX instances_status_created (status=? AND created_at<?)"
+		if f.Workflow != "" {
+			want = "USING INDEX instances_workflow_status_created (workflow=? AND status=? AND created_at<?)"
+		}
+		if len(plan) != 1 || !strings.Contains(plan[0], want) {
+			t.Errorf("filter %+v: plan %q, want one step %q", f, plan, want)
+		}
+	}
+	// Each delete finds its rows by instance ID: a key or index on it,
+	// never a scan, and never an index that leads by status (every ended
+	// instance).
+	for _, d := range purgeDeletes {
+		plan := QueryPlan(t, st.w, d.stmt, `["a"]`)
+		if len(plan) == 0 || !strings.HasPrefix(plan[0], "SEARCH ") || strings.Contains(plan[0], "status") ||
+			!strings.Contains(plan[0], "(instance_id=?)") && !strings.Contains(plan[0], "(target=?)") &&
+				!strings.Contains(plan[0], "(instance=?)") && !strings.Contains(plan[0], "(id=?)") {
+			t.Errorf("deleting %s: plan %q does not look rows up by instance", d.what, plan)
 		}
 	}
 }

@@ -81,6 +81,11 @@ func Run(t *testing.T, open Factory) {
 		{"OutboxRace", testOutboxRace},
 		{"OutboxRelease", testOutboxRelease},
 		{"OutboxPrune", testOutboxPrune},
+		{"Purge", testPurge},
+		{"PurgeRows", testPurgeRows},
+		{"PurgeParent", testPurgeParent},
+		{"PurgeValidation", testPurgeValidation},
+		{"PurgeRace", testPurgeRace},
 		{"OptionalMethods", testOptional},
 		// The combinations of Step fields the runtime uses (combos.go).
 		{"StepSpawnUnleased", testSpawnUnleased},
@@ -114,6 +119,10 @@ func RunShared(t *testing.T, open SharedFactory) {
 	t.Run("OutboxClaimAcrossStores", func(t *testing.T) {
 		a, b := open(t)
 		outboxRace(t, []persistence.Store{a, b}, 200, 8)
+	})
+	t.Run("PurgeAcrossStores", func(t *testing.T) {
+		a, b := open(t)
+		purgeRace(t, []persistence.Store{a, b}, 60)
 	})
 	t.Run("ReleaseAcrossStores", func(t *testing.T) {
 		a, b := open(t)
