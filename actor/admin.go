@@ -296,7 +296,6 @@ func openWork(events []persistence.Event) ([]persistence.Timer, []persistence.Su
 // channel (for its monitors) and one to its parent.
 func downMessages(id, parent string, status persistence.Status, msg string, out []byte) []persistence.NewMessage {
 	down, _ := JSON{}.Marshal(mailbox.Down{PID: PID(id), Status: string(status), Error: msg, Output: out})
-	downType := messageType(mailbox.Down{})
 	ms := []persistence.NewMessage{{ID: newMessageID(), Channel: mailbox.MonitorChannel(PID(id)),
 		Sender: id, Type: downType, Payload: down}}
 	if parent != "" {

@@ -105,6 +105,9 @@ func (s *System) outgoing(o Outgoing) (persistence.NewMessage, error) {
 	if err := s.checkPayload("message", m.Payload); err != nil {
 		return m, err
 	}
+	if err := checkNotReserved(m.Channel, m.Type); err != nil {
+		return m, err
+	}
 	// A Target must exist, as with Send and SendOn: the whole batch fails
 	// rather than dropping one message silently.
 	m.MustDeliver = m.Target != ""

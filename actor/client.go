@@ -355,6 +355,9 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 		return "", err
 	}
 	m.Payload, m.Type = payload, messageType(msg)
+	if err := checkNotReserved(m.Channel, m.Type); err != nil {
+		return "", err
+	}
 	if m.Metadata == nil {
 		m.Metadata = cfg.metadata
 	}

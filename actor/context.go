@@ -146,6 +146,9 @@ func (c *Context) send(channel string, pid PID, msg any, opts []SendOption) erro
 		return err
 	}
 	typ := messageType(msg)
+	if err := checkNotReserved(channel, typ); err != nil {
+		return err
+	}
 	e := a.immediate(EventSent, string(pid), digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...)), func() persistence.Event {
 		id, dedupe := cfg.id, cfg.id != ""
 		if !dedupe {
@@ -184,6 +187,9 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 		return "", err
 	}
 	typ := messageType(msg)
+	if err := checkNotReserved(channel, typ); err != nil {
+		return "", err
+	}
 	dig := digest(append([]byte(typ+"\x00"), payload...))
 	e := a.immediate(EventPublished, channel, dig, func() persistence.Event {
 		id, dedupe := cfg.id, cfg.id != ""

@@ -202,7 +202,7 @@ func (a *activation) downIfEnded(pid PID, checkMail bool) ([]byte, bool) {
 // broadcast one would be, so that mailbox.From(pid) matches it.
 func (a *activation) injectDown(pid PID, down []byte) {
 	a.pending.Send = append(a.pending.Send, persistence.NewMessage{ID: newMessageID(), Channel: mailbox.DownChannel,
-		Target: a.id, Sender: string(pid), Type: messageType(mailbox.Down{}), Payload: down})
+		Target: a.id, Sender: string(pid), Type: downType, Payload: down})
 }
 
 // Cancel asks another instance to end as cancelled (as System.Cancel does).

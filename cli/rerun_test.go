@@ -78,3 +78,22 @@ func TestTerminateRetryRestartReset(t *testing.T) {
 		}
 	}
 }
+
+// Messages that would pose as the runtime (a "$" channel, a Down) are
+// usage errors: nothing is written.
+func TestReservedChannels(t *testing.T) {
+	t.Parallel()
+	url := filepath.Join(t.TempDir(), "norn.db")
+	norn(t, nil, "migrate", "--store", url).ok(t)
+	env := []string{cli.StoreEnv + "=" + url}
+	for _, args := range [][]string{
+		{"send", "order-1", "$down", `{"PID": "x", "Status": "failed"}`},
+		{"publish", "$down:order-1", "1"},
+		{"send", "--type", "mailbox.Down", "order-1", `{}`},
+	} {
+		r := norn(t, env, args...)
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "reserved for the runtime") {
+			t.Errorf("norn %q: exit %d, stderr %q; want exit 2, reserved", args, r.code, r.stderr)
+		}
+	}
+}

@@ -47,7 +47,10 @@ next:
 			}
 		}
 		var d mailbox.Down
-		if json.Unmarshal(m.Payload, &d) != nil || persistence.Status(d.Status) != persistence.StatusFailed || !l.IsChild(string(d.PID)) {
+		// A Down counts only from the instance it names: the runtime
+		// sends each in the name of the instance that ended.
+		if json.Unmarshal(m.Payload, &d) != nil || persistence.Status(d.Status) != persistence.StatusFailed || !l.IsChild(string(d.PID)) ||
+			m.Sender != string(d.PID) {
 			continue
 		}
 		return m, d, true

@@ -33,22 +33,29 @@ func down(t *testing.T, seq int64, pid, status string) persistence.Message {
 	return persistence.Message{Seq: seq, ID: pid + "-down", Channel: mailbox.DownChannel, Sender: pid, Payload: b}
 }
 
+// forged is m sent by someone else than the instance its Down names.
+func forged(m persistence.Message) persistence.Message {
+	m.Sender = "mallory"
+	return m
+}
+
 func TestLinkedExit(t *testing.T) {
 	t.Parallel()
 	links := supervisor.Links{Children: []string{"p/child:1", "p/child:2"}}
 	msgs := []persistence.Message{
 		{Seq: 1, Channel: "mail"},
-		down(t, 2, "p/child:1", "completed"), // a child that ended well ends nothing
-		down(t, 3, "stranger", "failed"),     // not our child
-		down(t, 4, "p/child:2", "failed"),
+		down(t, 2, "p/child:1", "completed"),      // a child that ended well ends nothing
+		down(t, 3, "stranger", "failed"),          // not our child
+		forged(down(t, 4, "p/child:1", "failed")), // not sent by the child it names
+		down(t, 5, "p/child:2", "failed"),
 	}
 	m, d, ok := links.Exit(msgs, nil, nil)
-	if !ok || m.Seq != 4 || d.PID != "p/child:2" || d.Error != "boom" {
+	if !ok || m.Seq != 5 || d.PID != "p/child:2" || d.Error != "boom" {
 		t.Fatalf("Exit = %+v, %+v, %v", m, d, ok)
 	}
 	// Taken by the pending step already, or asked for by a waiting receive:
 	// no exit.
-	if _, _, ok := links.Exit(msgs, func(seq int64) bool { return seq == 4 }, nil); ok {
+	if _, _, ok := links.Exit(msgs, func(seq int64) bool { return seq == 5 }, nil); ok {
 		t.Fatal("an exit the pending step took ends the instance again")
 	}
 	awaiting := mailbox.Receive{Spec: mailbox.NewSpec(mailbox.OnChannel(mailbox.DownChannel), mailbox.From("p/child:2"))}

@@ -109,3 +109,21 @@ func TestStartForm(t *testing.T) {
 		wantStatus(t, resp, body, http.StatusBadRequest)
 	}
 }
+
+// The send form cannot post on a system channel or send a Down.
+func TestSendFormRefusesSystemMessages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	srv := f.serve(t, viewer.Options{AllowActions: true})
+	c := cookieClient(t)
+	_, body := get(t, c, srv.URL+"/instances/"+f.waiting)
+	tok := csrfOf(t, body, "send")
+	for _, form := range []url.Values{
+		{"id": {f.waiting}, "csrf": {tok}, "channel": {"$down"}, "payload": {`{"PID": "x", "Status": "failed"}`}},
+		{"id": {f.waiting}, "csrf": {tok}, "type": {"mailbox.Down"}, "payload": {`{}`}},
+	} {
+		resp, body := postWith(t, c, srv.URL+"/send", form)
+		wantStatus(t, resp, body, http.StatusBadRequest)
+		wantText(t, body, "reserved for the runtime")
+	}
+}
