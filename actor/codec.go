@@ -1,11 +1,13 @@
 package actor
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -27,8 +29,96 @@ type JSON struct{}
 // Name is "json".
 func (JSON) Name() string { return "json" }
 
-// Marshal is json.Marshal.
-func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal is json.Marshal, except that a string holding invalid UTF-8 is an
+// error naming where it is: encoding/json would write it with U+FFFD in
+// place of the bad bytes, and the value recorded would not be the value
+// given.
+func (JSON) Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || !replacedRune(b) {
+		return b, err
+	}
+	if path, bad := invalidUTF8(reflect.ValueOf(v), "", 0); bad {
+		if path == "" {
+			path = "the value"
+		}
+		return nil, fmt.Errorf("%s holds invalid UTF-8 (JSON would replace it with U+FFFD)", path)
+	}
+	return b, nil
+}
+
+// replacedRune reports whether JSON output b holds the escape \ufffd that
+// encoding/json writes for invalid UTF-8 (and not an escaped backslash
+// followed by "ufffd").
+func replacedRune(b []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(`\ufffd`))
+		if j < 0 {
+			return false
+		}
+		j += i
+		n := 0 // backslashes before this one
+		for k := j - 1; k >= 0 && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// invalidUTF8 finds a string in v that is not valid UTF-8 and returns its
+// path ("Items[2].Name", "Tags[\"k\"]").
+func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
+	if !v.IsValid() || depth > 32 {
+		return "", false
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return path, !utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return invalidUTF8(v.Elem(), path, depth+1)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := f.Name
+			if path != "" {
+				name = path + "." + name
+			}
+			if p, bad := invalidUTF8(v.Field(i), name, depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false // bytes: encoded as base64
+		}
+		for i := range v.Len() {
+			if p, bad := invalidUTF8(v.Index(i), fmt.Sprintf("%s[%d]", path, i), depth+1); bad {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			k := it.Key()
+			if k.Kind() == reflect.String && !utf8.ValidString(k.String()) {
+				return fmt.Sprintf("%s (a key)", path), true
+			}
+			if p, bad := invalidUTF8(it.Value(), fmt.Sprintf("%s[%q]", path, fmt.Sprint(k.Interface())), depth+1); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
 
 // Unmarshal is json.Unmarshal.
 func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -1,0 +1,44 @@
+package actor_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/internal/testutil"
+)
+
+// An input or a message holding invalid UTF-8 is refused, naming where, and
+// nothing is written: JSON would have recorded U+FFFD instead.
+func TestInvalidUTF8IsRefused(t *testing.T) {
+	t.Parallel()
+	type greeting struct{ Name string }
+	wf := actor.Workflow("utf8", func(ctx *actor.Context, g greeting) (string, error) {
+		m, err := actor.Receive[greeting](ctx)
+		return g.Name + m.Value.Name, err
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	if _, err := actor.Spawn(ctx, sys, wf, greeting{Name: "bad\xff"}, actor.WithID("u-1")); !errors.Is(err, actor.ErrInvalidInput) ||
+		!strings.Contains(err.Error(), "Name holds invalid UTF-8") {
+		t.Fatalf("Spawn = %v, want ErrInvalidInput naming Name", err)
+	}
+	if _, err := sys.Instance(ctx, "u-1"); !errors.Is(err, actor.ErrNotFound) {
+		t.Fatalf("the refused spawn wrote an instance: %v", err)
+	}
+	pid, err := actor.Spawn(ctx, sys, wf, greeting{Name: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Send(ctx, pid, greeting{Name: "\xfe"}); !errors.Is(err, actor.ErrInvalidInput) {
+		t.Fatalf("Send = %v, want ErrInvalidInput", err)
+	}
+	if err := sys.Send(ctx, pid, greeting{Name: "-é"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, sys, wf, pid); err != nil || got != "ann-é" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+}
