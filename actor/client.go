@@ -376,6 +376,15 @@ type Sent struct {
 	// Duplicate: the given ID had been used already (within
 	// Config.DedupeWindow), and the call delivered nothing.
 	Duplicate bool
+	// Listeners is how many instances the message reached or may go to:
+	// the target of a send; each subscriber of a broadcast channel (each
+	// got a copy); the subscribers of a competing channel (one of them
+	// takes it). 0 for a message published where nobody subscribes.
+	Listeners int
+	// Queued: the message waits in the channel's queue for a competing
+	// consumer (at most Config.QueueRetention): the channel has competing
+	// subscribers, or no subscriber at all yet.
+	Queued bool
 }
 
 // Deliver adds one message from outside the workflows, as PublishBatch does
@@ -403,7 +412,16 @@ func (s *System) add(ctx context.Context, m persistence.NewMessage) (Sent, error
 		return Sent{}, err
 	}
 	s.afterCommit("", &step, res)
-	return Sent{ID: m.ID, Duplicate: m.Dedupe && slices.Contains(res.Duplicates, m.ID)}, nil
+	sent := Sent{ID: m.ID, Duplicate: m.Dedupe && slices.Contains(res.Duplicates, m.ID)}
+	if !sent.Duplicate {
+		seen := map[string]bool{}
+		for _, id := range res.Woken {
+			seen[id] = true
+		}
+		sent.Listeners = len(seen)
+		sent.Queued = len(res.Queued) > 0 || m.Target == "" && sent.Listeners == 0
+	}
+	return sent, nil
 }
 
 // ChannelStat summarises one channel.

@@ -117,3 +117,50 @@ func TestForgedDownEndsNoLinkedParent(t *testing.T) {
 		t.Fatalf("parent = %d, %v; want 7: a forged Down ended it", got, err)
 	}
 }
+
+// Deliver says who a message reached: the subscribers of a broadcast
+// channel, those of a competing channel (and that it waits in its queue),
+// nobody (it waits in the queue too), or the target of a send.
+func TestDeliverSaysWhoListens(t *testing.T) {
+	t.Parallel()
+	sub := actor.Workflow("listener", func(ctx *actor.Context, mode string) (int, error) {
+		if err := ctx.Subscribe(mode+"-chan", mailbox.Mode(mode)); err != nil {
+			return 0, err
+		}
+		m, err := actor.Receive[int](ctx, mailbox.OnChannel("never"))
+		return m.Value, err
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(sub)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	var last actor.PID
+	for _, mode := range []string{"broadcast", "broadcast", "competing"} {
+		pid, err := actor.Spawn(ctx, sys, sub, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = pid
+	}
+	testutil.Eventually(t, 20*time.Second, "all subscribed", func() bool {
+		stats, err := sys.ChannelStats(ctx)
+		n := 0
+		for _, s := range stats {
+			n += s.Subscribers
+		}
+		return err == nil && n == 3
+	})
+	for _, c := range []struct {
+		o         actor.Outgoing
+		listeners int
+		queued    bool
+	}{
+		{actor.Outgoing{Channel: "broadcast-chan", Message: 1}, 2, false},
+		{actor.Outgoing{Channel: "competing-chan", Message: 1}, 1, true},
+		{actor.Outgoing{Channel: "nobody", Message: 1}, 0, true},
+		{actor.Outgoing{Target: last, Message: 1}, 1, false},
+	} {
+		sent, err := sys.Deliver(ctx, c.o)
+		if err != nil || sent.Listeners != c.listeners || sent.Queued != c.queued {
+			t.Errorf("Deliver(%+v) = %+v, %v; want %d listeners, queued %v", c.o, sent, err, c.listeners, c.queued)
+		}
+	}
+}

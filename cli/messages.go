@@ -157,6 +157,9 @@ type sentJSON struct {
 	Instance  string `json:"instance,omitempty"`
 	Channel   string `json:"channel,omitempty"`
 	Duplicate bool   `json:"duplicate"`
+	// Listeners and Queued: see actor.Sent (publish only).
+	Listeners *int `json:"listeners,omitempty"`
+	Queued    bool `json:"queued,omitempty"`
 }
 
 func (e *env) printSent(s sentJSON) error {
@@ -251,8 +254,17 @@ channel's queue for a competing consumer.`,
 					if err != nil {
 						return fmt.Errorf("publish on %s: %w", args[0], err)
 					}
-					s.Duplicate = r.Duplicate
-					return e.printSent(s)
+					s.Duplicate, s.Queued = r.Duplicate, r.Queued
+					if !r.Duplicate {
+						s.Listeners = &r.Listeners
+					}
+					if err := e.printSent(s); err != nil {
+						return err
+					}
+					if !r.Duplicate && r.Listeners == 0 {
+						fmt.Fprintf(e.stderr, "warning: nobody subscribes to %s: the message waits in its queue for a competing consumer (for at most the nodes' Config.QueueRetention, 7 days by default)\n", args[0])
+					}
+					return nil
 				})
 			}
 		},

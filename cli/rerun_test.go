@@ -97,3 +97,20 @@ func TestReservedChannels(t *testing.T) {
 		}
 	}
 }
+
+// Publishing where nobody subscribes is done, with a warning that the
+// message waits in the channel's queue.
+func TestPublishWarnsWhenNobodyListens(t *testing.T) {
+	t.Parallel()
+	url := filepath.Join(t.TempDir(), "norn.db")
+	norn(t, nil, "migrate", "--store", url).ok(t)
+	env := []string{cli.StoreEnv + "=" + url}
+	r := norn(t, env, "publish", "nochan", "1").ok(t)
+	if !strings.Contains(r.stderr, "warning: nobody subscribes to nochan") {
+		t.Errorf("no warning: stderr %q", r.stderr)
+	}
+	r = norn(t, env, "--json", "publish", "nochan", "2").ok(t)
+	if !strings.Contains(r.stdout, `"listeners": 0`) || !strings.Contains(r.stdout, `"queued": true`) {
+		t.Errorf("json: %q", r.stdout)
+	}
+}
