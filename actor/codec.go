@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"unicode/utf8"
 
@@ -174,6 +176,30 @@ func decodeWith[T any](c Codec, data []byte) (T, error) {
 }
 
 var protoMessageType = reflect.TypeFor[proto.Message]()
+
+// strictDecoder says whether a payload decodes into T strictly: with the
+// JSON codec, into a T that has every field the payload has (unknown
+// fields refused); with others, as the codec decodes it. It is what a
+// typed receive asks of a message stored without a type.
+func strictDecoder[T any](c Codec) func([]byte) bool {
+	if _, ok := c.(JSON); !ok {
+		return func(b []byte) bool { _, err := decodeWith[T](c, b); return err == nil }
+	}
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Pointer && t.Implements(protoMessageType) {
+		return func(b []byte) bool { _, err := decodeWith[T](c, b); return err == nil }
+	}
+	return func(b []byte) bool {
+		var v T
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&v); err != nil {
+			return false
+		}
+		_, err := d.Token() // nothing after the value
+		return errors.Is(err, io.EOF)
+	}
+}
 
 // messageType is the type name a value is stored under: "" for raw bytes.
 func messageType(v any) string {

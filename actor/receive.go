@@ -28,9 +28,12 @@ const mailboxScanMax = 1 << 20
 
 // receiveCall is the live state of one receive.
 type receiveCall struct {
-	id      string
-	spec    mailbox.Spec
-	typ     string // message type T matches ("" matches any)
+	id   string
+	spec mailbox.Spec
+	typ  string // message type T matches ("" matches any)
+	// untyped decides whether a message stored without a type decodes
+	// strictly into T (see strictDecoder); nil takes any.
+	untyped func([]byte) bool
 	timeout time.Duration
 	waiting bool // a receive_wait is recorded: the timeout runs
 	due     time.Time
@@ -47,10 +50,16 @@ func (r *receiveCall) advance(e persistence.Event) error {
 }
 
 // accept is what the receive accepts, as the mailbox's selection sees it.
-func (r *receiveCall) accept() mailbox.Receive { return mailbox.Receive{Type: r.typ, Spec: r.spec} }
+func (r *receiveCall) accept() mailbox.Receive {
+	return mailbox.Receive{Type: r.typ, Spec: r.spec, Untyped: r.untyped}
+}
 
-// matches applies the receive's type and filters to a stored message.
-func (r *receiveCall) matches(m mailbox.Message) bool { return r.accept().Accepts(m) }
+// matches applies the receive's type and filters to a message recorded as
+// taken. It leaves out the strict check of untyped messages, so that a
+// history written before that check replays as it ran.
+func (r *receiveCall) matches(m mailbox.Message) bool {
+	return mailbox.Receive{Type: r.typ, Spec: r.spec}.Accepts(m)
+}
 
 // Receive consumes the first message in the mailbox (arrival order) whose
 // type is T and that matches every filter, waiting for one if there is none.
@@ -60,7 +69,10 @@ func (r *receiveCall) matches(m mailbox.Message) bool { return r.accept().Accept
 //
 // T = []byte (or an interface type) matches a message of any type: the
 // router's receive, with the raw payload and Message.Type. A message stored
-// without a type (raw bytes) matches every T. A payload of the right type
+// without a type (raw bytes: from the norn command, HTTP clients, other
+// languages) matches T only if it decodes into T strictly: with the JSON
+// codec, every field it has is one of T's and of the right type; otherwise
+// it stays in the mailbox for another receive. A payload of the right type
 // that still does not decode as T is consumed and recorded (so nothing is
 // lost and replay agrees): Receive returns a *DecodeError holding it.
 func Receive[T any](ctx *Context, filters ...mailbox.Filter) (Received[T], error) {
@@ -77,7 +89,7 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 		return failedFuture[Received[T]](a, ErrCancelled)
 	}
 	spec := mailbox.NewSpec(filters...)
-	r := &receiveCall{id: id, spec: spec, typ: typeNameFor[T](), timeout: spec.Timeout}
+	r := &receiveCall{id: id, spec: spec, typ: typeNameFor[T](), timeout: spec.Timeout, untyped: strictDecoder[T](a.env.codec)}
 	c := newCommand(journal.ReceiveKey(id))
 	c.recv = r
 	c.Advance = r.advance

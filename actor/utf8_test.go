@@ -42,3 +42,42 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 		t.Fatalf("Await = %q, %v", got, err)
 	}
 }
+
+// A message sent without a type (as the norn command, HTTP clients and
+// other languages do) is taken by Receive[T] only if it decodes into T
+// strictly; one that does not stays in the mailbox.
+func TestUntypedMessagesMatchStrictly(t *testing.T) {
+	t.Parallel()
+	type approval struct{ By string }
+	wf := actor.Workflow("strict-untyped", func(ctx *actor.Context, _ int) (string, error) {
+		m, err := actor.Receive[approval](ctx)
+		return m.Value.By, err
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf)})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, err := actor.Spawn(ctx, sys, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{`{"Bye": "wrong field"}`, `{"By": 7}`, `"just text"`, `{"By": "x"} {"By": "y"}`} {
+		if _, err := sys.Deliver(ctx, actor.Outgoing{Target: pid, Payload: []byte(raw)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sys.Deliver(ctx, actor.Outgoing{Target: pid, Payload: []byte(`{"By": "ann"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, sys, wf, pid); err != nil || got != "ann" {
+		t.Fatalf("Await = %q, %v; want the one message that fits", got, err)
+	}
+	// The four that do not fit came first: the receive skipped them.
+	info, err := sys.Inspect(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range info.History {
+		if e.Kind == actor.EventReceived && !strings.Contains(string(e.Payload), "ann") {
+			t.Fatalf("received a message that does not fit: %s", e.Payload)
+		}
+	}
+}

@@ -11,12 +11,19 @@ import (
 type Receive struct {
 	Type string // the type name the receive decodes into; "" takes any
 	Spec Spec
+	// Untyped, when set, decides whether a message stored without a type
+	// is one this receive takes (its payload decodes strictly into the
+	// receive's type); nil takes every untyped message.
+	Untyped func(payload []byte) bool
 }
 
 // Accepts reports whether the receive takes m. A message stored without a
-// type is taken by any receive.
+// type is taken by a typed receive only if Untyped (when set) says so.
 func (r Receive) Accepts(m Message) bool {
 	if r.Type != "" && m.Type != "" && m.Type != r.Type {
+		return false
+	}
+	if r.Type != "" && m.Type == "" && r.Untyped != nil && !r.Untyped(m.Payload) {
 		return false
 	}
 	return r.Spec.Matches(m)
@@ -33,7 +40,8 @@ func (r Receive) MayAccept(ch, typ string) (ok, sure bool) {
 	if r.Type != "" && typ != "" && r.Type != typ {
 		return false, false
 	}
-	return true, !r.Spec.HasFrom && len(r.Spec.Preds) == 0
+	untypedCheck := r.Type != "" && typ == "" && r.Untyped != nil // the payload decides
+	return true, !r.Spec.HasFrom && len(r.Spec.Preds) == 0 && !untypedCheck
 }
 
 // CompetingSpread is how many waiting competing messages a consumer

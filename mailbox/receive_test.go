@@ -123,3 +123,21 @@ func TestPickWithPrefetchClaimsAhead(t *testing.T) {
 		t.Fatalf("claims without prefetch: %d", len(got))
 	}
 }
+
+func TestUntypedNeedsTheReceivesCheck(t *testing.T) {
+	t.Parallel()
+	fits := func(b []byte) bool { return string(b) == "ok" }
+	r := mailbox.Receive{Type: "T", Untyped: fits}
+	if !r.Accepts(mailbox.Message{Payload: []byte("ok")}) || r.Accepts(mailbox.Message{Payload: []byte("no")}) {
+		t.Fatal("an untyped message must be taken only if the check says so")
+	}
+	if !r.Accepts(mailbox.Message{Type: "T", Payload: []byte("no")}) {
+		t.Fatal("a typed message is not checked")
+	}
+	if ok, sure := r.MayAccept("", ""); !ok || sure {
+		t.Fatalf("MayAccept of an untyped message = %v, %v; want possible, not sure", ok, sure)
+	}
+	if ok, sure := r.MayAccept("", "T"); !ok || !sure {
+		t.Fatalf("MayAccept of a typed message = %v, %v; want sure", ok, sure)
+	}
+}
