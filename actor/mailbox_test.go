@@ -675,9 +675,10 @@ func TestDecodeErrorRecorded(t *testing.T) {
 	sys := testutil.StartNode(t, cfg)
 	ctx := testutil.Ctx(t, 60*time.Second)
 	pid, _ := actor.Spawn(ctx, sys, wf, 0)
-	// Raw bytes carry no type name, so Receive[int] takes them and fails to
-	// decode (a typed message of another type would stay in the mailbox).
-	if err := sys.Send(ctx, pid, []byte(`"not a number"`)); err != nil {
+	// Named int but not one: Receive[int] takes it and fails to decode (a
+	// message of another type, or one without a type that does not decode,
+	// would stay in the mailbox).
+	if _, err := sys.Deliver(ctx, actor.Outgoing{Target: pid, Payload: []byte(`"not a number"`), Type: "int"}); err != nil {
 		t.Fatal(err)
 	}
 	waitHistory(t, sys, pid, "bad message consumed", func(h []actor.HistoryEvent) bool { return len(receivedRefs(h)) == 1 })
