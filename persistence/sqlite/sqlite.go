@@ -482,9 +482,15 @@ func (s *Store) commit(batch []*writeReq) {
 		s.opts.Commits.ObserveCommit(ci)
 	}
 	s.observers.Notify(ci)
+	// Answered once observed: a caller that saw its write return sees it
+	// counted.
+	for _, r := range batch {
+		close(r.done)
+	}
 }
 
-// commitBatch applies batch in one transaction. Each request runs in its own
+// commitBatch applies batch in one transaction, leaving the answers (each
+// request's err; commit closes done) to its caller. Each request runs in its own
 // savepoint unless it is simple (it fails before writing anything) or alone.
 // It returns false, having rolled back and answered nobody, when a simple
 // request failed in an unexpected way; and the error that failed the whole
@@ -496,7 +502,6 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) (bool, error) 
 			if err != nil {
 				r.err = err
 			}
-			close(r.done)
 		}
 		return true, err
 	}
@@ -535,7 +540,6 @@ func (s *Store) commitBatch(batch []*writeReq, savepointAll bool) (bool, error) 
 		if err := tx.Rollback(); err != nil {
 			batch[0].err = errors.Join(batch[0].err, err)
 		}
-		close(batch[0].done)
 		return true, nil
 	}
 	if err := tx.Commit(); err != nil {
