@@ -114,11 +114,23 @@ func (a *activation) nondet(e persistence.Event, got string) {
 // it; live it lets fn record the event and returns what was recorded. The
 // caller decodes its answer from the returned event either way.
 func (a *activation) immediate(kind, name, dig string, fn func() persistence.Event) persistence.Event {
+	return a.immediateOf(kind, name, []string{dig}, fn)
+}
+
+// immediateOf is immediate for a call whose input had other digests in
+// earlier builds (a message type's earlier names): replay accepts any of
+// digs, and a live run records digs[0].
+func (a *activation) immediateOf(kind, name string, digs []string, fn func() persistence.Event) persistence.Event {
 	a.must(a.j.SkipMarkers())
 	if a.replaying() {
-		e, err := a.j.Next(kind, name, dig)
+		var err error
+		for _, dig := range digs {
+			var e persistence.Event
+			if e, err = a.j.Next(kind, name, dig); err == nil {
+				return e
+			}
+		}
 		a.must(err)
-		return e
 	}
 	return fn()
 }
