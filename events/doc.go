@@ -80,8 +80,12 @@
 // # Outbox
 //
 // Emit records an outgoing event in the outbox, in the transaction of the
-// workflow step that emits it: a step that fails emits nothing, a committed
-// one is always relayed. A Relayer claims pending events from the store,
+// workflow step that emits it: a step that is not committed (the workflow
+// panicked, the process crashed, the commit failed) emits nothing, and is
+// run again from history; a committed one is always relayed. A workflow
+// that returns an error commits its last step with the failure, so the
+// events it emitted before are sent: emit news of success after the work
+// succeeded, and news of failure in the failure path (see Emit). A Relayer claims pending events from the store,
 // sends them to a Sink (HTTPSink: binary or structured mode) and records
 // the outcome: sent; invalid (the sink refused it for good, 4xx), kept
 // visible and never retried; or, after transient failures retried with
