@@ -42,7 +42,7 @@ const (
 
 // specVersion is the CloudEvents version events are stored and delivered
 // in. The ingress also takes CloudEvents 0.3 (specVersion03), as sdk-go
-// reads it, and maps its attributes to 1.0 (see from03).
+// reads it, and maps its attributes to 1.0 (see structured03, binary03).
 const (
 	specVersion   = event.CloudEventsVersionV1
 	specVersion03 = event.CloudEventsVersionV03
