@@ -116,6 +116,10 @@ type activation struct {
 	// registered). Its first wait parks without reading the store (see
 	// await). Workflow goroutine only, once launched.
 	quietMail bool
+	// mailSeen is the last message the latest mailbox scan read; waits is
+	// what the instance's row says it is parked on (see noteWaits).
+	mailSeen int64
+	waits    []byte
 
 	locals map[any]any // Context.SetLocal: rebuilt by replay
 
@@ -139,6 +143,7 @@ func newActivationIn(v *env, s *System, def Definition, inst persistence.Instanc
 		inbox: make(chan attemptResult, 16), actCtl: map[*command]context.CancelFunc{},
 	}
 	a.ctx = &Context{a: a}
+	a.waits = inst.Waits
 	a.j = journal.New(hist)
 	a.reset(inst, hist)
 	return a

@@ -357,6 +357,7 @@ func (a *activation) dropPendingTimer(id string) bool {
 // cancel), an activity result, or the next due time. It reports whether the
 // mailbox may have changed. Shutdown and passivation unwind the goroutine.
 func (a *activation) park(recv []*command) bool {
+	a.noteWaits(recv)
 	a.markParked()
 	a.flush()
 	a.releaseSlot()
@@ -495,7 +496,7 @@ func (a *activation) hookOnCommit(e HookEvent) {
 func (a *activation) pendingEmpty() bool {
 	p := &a.pending
 	return len(a.j.Pending()) == 0 && len(p.Consume) == 0 && len(p.Claim) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
-		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == ""
+		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == "" && !p.SetWaits
 }
 
 // commit applies the pending step and returns the store's error.
@@ -531,6 +532,9 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	a.tookLease(take)
 	if step.Status != "" {
 		a.inst.Status = step.Status
+	}
+	if step.SetWaits {
+		a.waits = step.Waits
 	}
 	a.pending = persistence.Step{}
 	a.j.Committed()

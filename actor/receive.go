@@ -130,6 +130,12 @@ func (a *activation) scanMail(recv []*command) bool {
 			a.fail(err)
 		}
 		a.checkLinks(recv, all)
+		for i := len(all) - 1; i >= 0; i-- {
+			if all[i].Target == a.id { // not a competing queue's: others may take those
+				a.mailSeen = max(a.mailSeen, all[i].Seq)
+				break
+			}
+		}
 		msgs := a.sys.claims.Unclaimed(a, all)
 		for _, c := range recv {
 			if c.Done() {

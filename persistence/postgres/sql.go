@@ -139,7 +139,8 @@ var statements = map[string]string{
 	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1,
 	// $13 new restart log or NULL to keep it, $14 the owner taking the lease
 	// or '' (Step.TakeLease), $15 its TTL in nanoseconds, $16 reopen an
-	// ended instance (Step.Reopen) instead of updating a live one.
+	// ended instance (Step.Reopen) instead of updating a live one, $17 set
+	// waits to $18 (Step.SetWaits).
 	sqlUpdateInstance: `WITH u AS (
 		UPDATE instances SET
 			history_len = CASE WHEN $1::boolean THEN $2::bigint ELSE history_len + $2::bigint END,
@@ -153,6 +154,7 @@ var statements = map[string]string{
 			restarts = restarts + CASE WHEN $8::boolean THEN 1 ELSE 0 END,
 			restart_log = COALESCE($13::text, restart_log),
 			cancel_reason = CASE WHEN $16::boolean THEN '' ELSE cancel_reason END,
+			waits = CASE WHEN $17::boolean THEN $18::bytea WHEN $16::boolean OR $3::text IN ` + terminalSQL + ` THEN NULL ELSE waits END,
 			updated_at = $9::bigint
 		WHERE id = $10::text AND lease_epoch = $11::bigint AND ($12::bigint < 0 OR history_len = $12::bigint)
 			AND (status IN ` + terminalSQL + `) = $16::boolean

@@ -111,7 +111,7 @@ func (c *compiler) instance() {
 	c.add(op{label: "update instance", name: sqlUpdateInstance,
 		args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), step.SetsOutput(), step.Output, step.Error,
 			step.ReleasesLease(), step.IncRestarts, c.now.UnixNano(), id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL),
-			step.Reopen},
+			step.Reopen, step.SetWaits, step.Waits},
 		check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, take, step.Reopen) }})
 }
 

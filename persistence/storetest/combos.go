@@ -409,3 +409,29 @@ func testReopen(t *testing.T, st persistence.Store) {
 	_, err = st.Apply(ctx(), bad)
 	wantErr(t, err, persistence.ErrInvalidRecord)
 }
+
+// testWaits: a step's Waits replaces what the row says the instance is
+// parked on, on the append-only path and the full update alike; a step
+// without SetWaits keeps it; the end clears it.
+func testWaits(t *testing.T, st persistence.Store) {
+	create(t, st, "w")
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, History: []persistence.Event{ev(1, "x")},
+		Waits: []byte(`{"a":1}`), SetWaits: true})
+	if in := instance(t, st, "w"); string(in.Waits) != `{"a":1}` {
+		t.Fatalf("after an append with waits: %q", in.Waits)
+	}
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Status: persistence.StatusWaiting, Waits: []byte(`{"b":2}`), SetWaits: true})
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, History: []persistence.Event{ev(2, "y")}})
+	if in := instance(t, st, "w"); string(in.Waits) != `{"b":2}` || in.Status != persistence.StatusWaiting {
+		t.Fatalf("after an update with waits and an append without: %q %s", in.Waits, in.Status)
+	}
+	// Only waits: the row changes, nothing else.
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Waits: []byte(`{"c":3}`), SetWaits: true})
+	if in := instance(t, st, "w"); string(in.Waits) != `{"c":3}` || in.HistoryLen != 3 {
+		t.Fatalf("after a waits-only step: %q, history %d", in.Waits, in.HistoryLen)
+	}
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Status: persistence.StatusCompleted, History: []persistence.Event{ev(3, "completed")}})
+	if in := instance(t, st, "w"); len(in.Waits) != 0 {
+		t.Fatalf("an ended instance still says it waits: %q", in.Waits)
+	}
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, open Factory) {
 		{"StepContinueAsNew", testContinueAsNew},
 		{"StepShutdownRelease", testShutdownRelease},
 		{"StepReopen", testReopen},
+		{"StepWaits", testWaits},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
