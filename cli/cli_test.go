@@ -651,8 +651,15 @@ func TestSendReachesWorkflow(t *testing.T) {
 		return err == nil && in.Status == persistence.StatusWaiting
 	})
 	env := []string{cli.StoreEnv + "=" + url}
-	norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
-	norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	// The command warns that order-9's receive does not take the first.
+	r := norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
+	if !strings.Contains(r.stderr, "warning: order-9 waits for a message of type cli_test.Approval") {
+		t.Errorf("send of another type: stderr %q, want a warning", r.stderr)
+	}
+	r = norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	if r.stderr != "" {
+		t.Errorf("send of the awaited type: stderr %q", r.stderr)
+	}
 	out, err := actor.Await(ctx, sys, orderFlow, pid)
 	if err != nil || out.Total != 10 {
 		t.Fatalf("order-9 = %+v, %v", out, err)

@@ -111,6 +111,12 @@ func TestInstancePages(t *testing.T) {
 	wantText(t, body, "approval-cid", "subscribed approvals", "receive waits", "Pending timers", "receive timeout",
 		"approvals broadcast", "receive:1: since +", "not ended", "Mailbox 1", "direct · string · from outside",
 		`"not an approval"`)
+	// What it waits for, and that no waiting receive takes the string.
+	wantText(t, body, "Waits for", "a message of type viewer_test.Approval", "untyped messages only if they decode into it")
+	testutil.Eventually(t, 10*time.Second, "the string marked as not awaited", func() bool {
+		_, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
+		return strings.Contains(body, ">not awaited</span>")
+	})
 
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.failed)
 	wantStatus(t, resp, body, http.StatusOK)

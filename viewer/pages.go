@@ -29,6 +29,7 @@ type instanceData struct {
 	MoreURL    string // next page of the timeline
 	FirstURL   string // back to first and last events
 	Paged      bool   // showing a page after "more"
+	Waits      []waitRow // what a waiting instance is parked on
 	Mailbox    []mailRow
 	MailMore   bool
 	Subs       []norntype.Subscription
@@ -47,6 +48,59 @@ type mailRow struct {
 	ID, Channel, Sender, SenderURL, Type, Preview, Payload string
 	At                                                     time.Time
 	Queued                                                 bool // in a competing channel's queue
+	Unmatched                                              bool // no receive the instance waits in takes it
+}
+
+type waitRow struct {
+	What, Detail, URL string
+	Due               time.Time
+}
+
+// waitRows says what a parked instance waits for.
+func (h *handler) waitRows(waits []norntype.Wait) []waitRow {
+	var out []waitRow
+	for _, w := range waits {
+		var r waitRow
+		switch w.Kind {
+		case norntype.WaitReceive:
+			r.What = "a message"
+			if len(w.Types) > 0 {
+				r.What = "a message of type " + strings.Join(w.Types, " or ")
+			}
+			var d []string
+			switch {
+			case w.OnChannel && w.Channel == "":
+				d = append(d, "sent by PID")
+			case w.OnChannel:
+				d = append(d, "on channel "+w.Channel)
+			}
+			if w.From != "" {
+				d = append(d, "from "+string(w.From))
+				r.URL = h.instanceURL(string(w.From))
+			}
+			if w.Filtered {
+				d = append(d, "and a Match filter")
+			}
+			if w.Strict {
+				d = append(d, "untyped messages only if they decode into it")
+			}
+			r.Detail = strings.Join(d, ", ")
+		case norntype.WaitChild:
+			r.What, r.Detail, r.URL = "child to end", w.Name, h.instanceURL(w.Name)
+		case norntype.WaitTimer:
+			r.What, r.Detail = "timer", w.Name
+		case norntype.WaitActivity:
+			r.What, r.Detail = "activity "+w.Name, fmt.Sprintf("attempt %d", w.Attempt)
+			if !w.Due.IsZero() {
+				r.Detail = fmt.Sprintf("retry after attempt %d", w.Attempt)
+			}
+		default:
+			r.What, r.Detail = string(w.Kind), w.Name
+		}
+		r.Due = w.Due
+		out = append(out, r)
+	}
+	return out
 }
 
 type timerRow struct {
@@ -120,6 +174,7 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, r, err)
 		return
 	}
+	d.Waits = h.waitRows(inst.Waits)
 	d.Types = messageTypes(d)
 	d.Chart = h.instanceChart(inst, win, after)
 	h.render(w, r, http.StatusOK, "instance", d)
@@ -159,7 +214,8 @@ func (h *handler) loadSide(ctx context.Context, pid norntype.PID, d *instanceDat
 	}
 	for _, m := range msgs {
 		row := mailRow{ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type, At: m.PublishedAt,
-			Preview: short(m.Payload, 60), Payload: pretty(m.Payload), Queued: m.Queued}
+			Preview: short(m.Payload, 60), Payload: pretty(m.Payload), Queued: m.Queued,
+			Unmatched: m.Unmatched}
 		if m.Sender != "" {
 			row.SenderURL = h.instanceURL(m.Sender)
 		}
@@ -213,6 +269,11 @@ func messageTypes(d *instanceData) []string {
 	}
 	for _, m := range d.Mailbox {
 		add(m.Type)
+	}
+	for _, w := range d.Inst.Waits {
+		for _, t := range w.Types {
+			add(t)
+		}
 	}
 	out := make([]string, 0, len(seen))
 	for t := range seen {
