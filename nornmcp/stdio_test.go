@@ -125,12 +125,12 @@ func TestStdioExample(t *testing.T) {
 	}
 
 	// One that pauses a second between sections outlives its server: the
-	// next server (on the same store, -fresh=false) carries it on and
+	// next server (on the same store) carries it on and
 	// answers for it.
 	call[nornmcp.Started](t, cs, "report_start", map[string]any{"id": "r-3", "input": map[string]any{"topic": "comets", "sections": 2, "pause_seconds": 1}})
 	stop()
 
-	cs, stop = connect("-fresh=false")
+	cs, stop = connect()
 	defer stop()
 	r = call[report](t, cs, "report_result", map[string]any{"id": "r-3", "wait_seconds": 30})
 	if r.Status != "completed" || r.Output == nil || r.Output.Topic != "comets" || len(r.Output.Sections) != 2 {
