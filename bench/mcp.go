@@ -39,8 +39,9 @@ func (b mcpBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // bearer token, on a loopback server (nornmcp.NewHTTPHandler); each
 // round trip is timed from the start call to the result's return. Then one
 // client does the same over the SDK's in-memory transport, one call at a
-// time, for the latency without HTTP and without queueing. Every result is
-// checked (output 2i); "wrong" counts the ones that are not.
+// time, for the latency without HTTP and without queueing, and Spawn +
+// Await as many times, for the same without MCP. Every result is checked
+// (output 2i); "wrong" counts the ones that are not.
 func runMCP(ctx context.Context, r *runner) (result, error) {
 	n := size(2000, r.opts.N)
 	clients := size(8, r.opts.Clients)
@@ -128,14 +129,34 @@ func runMCP(ctx context.Context, r *runner) (result, error) {
 		return res, err
 	}
 
-	l, mem := summarize(lat), summarize(inproc)
+	// The same without MCP: SpawnID and Await, one at a time.
+	direct := make([]time.Duration, m)
+	for i := range m {
+		start := time.Now()
+		pid, err := actor.Spawn(ctx, nd.sys, mcpOne, i, actor.WithID("mcp-"+run+"-direct-"+strconv.Itoa(i)))
+		if err != nil {
+			return res, err
+		}
+		out, err := actor.Await(ctx, nd.sys, mcpOne, pid)
+		if err != nil {
+			return res, err
+		}
+		direct[i] = time.Since(start)
+		if out != 2*i {
+			wrong++
+		}
+	}
+
+	l, mem, dir := summarize(lat), summarize(inproc), summarize(direct)
 	res.Throughput = rate(n, wall)
 	res.P50, res.P99, res.Wall = l.P50, l.P99, wall
 	res.Metrics["wrong"] = float64(wrong)
 	res.Metrics["inproc_p50_ms"] = float64(mem.P50) / float64(time.Millisecond)
 	res.Metrics["inproc_p99_ms"] = float64(mem.P99) / float64(time.Millisecond)
-	res.Extra = fmt.Sprintf("HTTP + bearer, %d clients, loopback; max %s; in process (1 client, %d calls): p50 %s p99 %s, %s/s; wrong results %d",
-		clients, fmtDur(l.Max), m, fmtDur(mem.P50), fmtDur(mem.P99), fmtRate(rate(m, sumDur(inproc))), wrong)
+	res.Metrics["direct_p50_ms"] = float64(dir.P50) / float64(time.Millisecond)
+	res.Extra = fmt.Sprintf("HTTP + bearer, %d clients, loopback; max %s; in process (1 client, %d round trips): p50 %s p99 %s; "+
+		"without MCP (Spawn + Await, 1 caller): p50 %s p99 %s; wrong results %d",
+		clients, fmtDur(l.Max), m, fmtDur(mem.P50), fmtDur(mem.P99), fmtDur(dir.P50), fmtDur(dir.P99), wrong)
 	return res, nil
 }
 

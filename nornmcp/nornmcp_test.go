@@ -303,6 +303,11 @@ func TestStartStatusResult(t *testing.T) {
 	if !r.Done || r.Status != "completed" || r.Output == nil || r.Output.Text != "summary of tides done" || r.Output.Pages != 3 {
 		t.Fatalf("result of job-1: %+v", r)
 	}
+	// Once ended, a result without waiting has the output too.
+	r = call[result](t, f.cs, "brief_result", map[string]any{"id": "job-1", "wait_seconds": 0})
+	if r.Status != "completed" || r.Output == nil || r.Output.Text != "summary of tides done" {
+		t.Fatalf("result of ended job-1 without waiting: %+v", r)
+	}
 	// Once ended, a start with its ID still starts nothing.
 	again = call[nornmcp.Started](t, f.cs, "brief_start", map[string]any{"id": "job-1", "input": Brief{Topic: "tides", Pages: 3}})
 	if !again.Existed || again.Status != "completed" {

@@ -263,32 +263,32 @@ func (e *exposed[In, Out]) result(s *Server) mcp.ToolHandlerFor[ResultArgs, Resu
 		if err != nil {
 			return nil, Result[Out]{}, err
 		}
-		if !inst.Status.Terminal() {
-			if wait == 0 {
-				return nil, e.report(inst, nil), nil
-			}
+		if !inst.Status.Terminal() && wait > 0 {
+			// An instance running here wakes the wait when it ends,
+			// without a store read.
 			wctx, cancel := context.WithTimeout(ctx, wait)
-			_, err := actor.Await(wctx, s.sys, e.wf, actor.PID(inst.ID))
+			out, err := actor.Await(wctx, s.sys, e.wf, actor.PID(inst.ID))
 			cancel()
-			if ctx.Err() != nil {
+			switch {
+			case err == nil:
+				inst.Status = actor.StatusCompleted
+				return nil, e.report(inst, &out), nil
+			case ctx.Err() != nil:
 				return nil, Result[Out]{}, ctx.Err()
-			}
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !isEnded(err) {
+			case !errors.Is(err, context.DeadlineExceeded) && !isEnded(err):
 				return nil, Result[Out]{}, err
 			}
-			// Read the record again: ended or not, it says how things
-			// stand now.
+			// Still running, or ended failed or cancelled: the record says
+			// how things stand now, and why it ended.
 			if inst, err = e.instance(ctx, s, args.ID); err != nil {
 				return nil, Result[Out]{}, err
-			}
-			if !inst.Status.Terminal() {
-				return nil, e.report(inst, nil), nil
 			}
 		}
 		if inst.Status != actor.StatusCompleted {
 			return nil, e.report(inst, nil), nil
 		}
-		// Await decodes the output with the System's codec, whatever it is.
+		// Await decodes the output with the System's codec, whatever it
+		// is; the instance has ended, so it returns at once.
 		out, err := actor.Await(ctx, s.sys, e.wf, actor.PID(inst.ID))
 		if err != nil {
 			return nil, Result[Out]{}, err
