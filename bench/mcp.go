@@ -193,11 +193,3 @@ func mcpRoundTrip(ctx context.Context, cs *mcp.ClientSession, id string, i int) 
 	}
 	return out.Output != nil && *out.Output == 2*i, nil
 }
-
-func sumDur(ds []time.Duration) time.Duration {
-	var s time.Duration
-	for _, d := range ds {
-		s += d
-	}
-	return s
-}
