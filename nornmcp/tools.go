@@ -35,7 +35,7 @@ type Started struct {
 
 // InstanceArgs name an instance: the status tool's arguments.
 type InstanceArgs struct {
-	ID string `json:"id" jsonschema:"the instance ID the start tool returned"`
+	ID string `json:"id"`
 }
 
 // Status is the status tool's result.
@@ -161,7 +161,9 @@ func (e *exposed[In, Out]) add(s *Server) error {
 			"the run goes on after this call (and across restarts). Follow it with %s and %s.",
 			wfName, name+suffixStatus, name+suffixResult),
 		InputSchema: startSchema,
-		Annotations: &mcp.ToolAnnotations{Title: "Start " + wfName, IdempotentHint: true, DestructiveHint: jsonschema.Ptr(false)},
+		// Not marked idempotent: only a start with an id is, and a client
+		// that retried on the strength of the hint would start twice.
+		Annotations: &mcp.ToolAnnotations{Title: "Start " + wfName, DestructiveHint: jsonschema.Ptr(false)},
 	}, e.start(s))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:        name + suffixStatus,
