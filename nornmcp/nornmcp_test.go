@@ -424,6 +424,8 @@ func TestNewValidates(t *testing.T) {
 		{"twice", nornmcp.Options{System: sys, Workflows: []nornmcp.Workflow{ok, ok}}, "twice"},
 		{"max wait", nornmcp.Options{System: sys, Workflows: []nornmcp.Workflow{ok}, MaxWait: time.Hour}, "MaxWait"},
 		{"fractional wait", nornmcp.Options{System: sys, Workflows: []nornmcp.Workflow{ok}, MaxWait: 1500 * time.Millisecond}, "MaxWait"},
+		{"input without a schema", nornmcp.Options{System: sys, Workflows: []nornmcp.Workflow{nornmcp.Tool(
+			actor.Workflow("funcs", func(*actor.Context, func()) (int, error) { return 0, nil }), nornmcp.ToolOptions{})}}, "input schema of funcs"},
 		{"default above max", nornmcp.Options{System: sys, Workflows: []nornmcp.Workflow{ok}, MaxWait: 5 * time.Second, DefaultWait: 6 * time.Second}, "DefaultWait"},
 	} {
 		_, err := nornmcp.New(tc.opts)

@@ -149,6 +149,12 @@ func (e *exposed[In, Out]) add(s *Server) error {
 		Default:     json.RawMessage(fmt.Sprint(int(s.defaultWait / time.Second))),
 	}
 	closed := &jsonschema.Schema{Not: &jsonschema.Schema{}}
+	// The SDK panics on a schema it cannot resolve; New reports it.
+	for what, sch := range map[string]*jsonschema.Schema{"input": startSchema, "output": resultSchema} {
+		if _, err := sch.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
+			return fmt.Errorf("%s schema of %s: %w", what, e.wf.Name(), err)
+		}
+	}
 
 	name, wfName := e.opts.Name, e.wf.Name()
 	desc := e.opts.Description
