@@ -357,8 +357,8 @@ func (a *activation) dropPendingTimer(id string) bool {
 // cancel), an activity result, or the next due time. It reports whether the
 // mailbox may have changed. Shutdown and passivation unwind the goroutine.
 func (a *activation) park(recv []*command) bool {
-	a.noteWaits(recv)
 	a.markParked()
+	a.noteWaits(recv)
 	a.flush()
 	a.releaseSlot()
 	var due <-chan time.Time

@@ -213,7 +213,7 @@ func (s *System) Mailbox(ctx context.Context, pid PID, limit int) ([]MailboxMess
 	}
 	var parked *parkedOn
 	if inst, err := s.store.Instance(ctx, string(pid)); err == nil {
-		parked = readWaits(inst)
+		parked = s.parkedOnOf(inst)
 	}
 	out := make([]MailboxMessage, len(msgs))
 	for i, m := range msgs {

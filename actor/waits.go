@@ -10,15 +10,22 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// parkedOn is what a park writes in the instance's row (Step.Waits), for
-// tools that do not have the workflow's code: what it waits for, and how
-// far into its mailbox it looked.
+// parkedOn is what an instance waits for as it parks. It is written in the
+// instance's row (Step.Waits) for tools that do not have the workflow's
+// code, but only on writes that happen anyway: the commit a park makes
+// (the status turning waiting, a receive's timeout), and passivation. A
+// park right after a commit of its own (a send, say) writes nothing more,
+// so the row may be older than the instance: Hist tells, and a reader shows
+// it only while the history has not grown since. The live activation keeps
+// the latest one in memory for Inspect on its node.
 type parkedOn struct {
 	Waits []norntype.Wait `json:"waits"`
 	// Seen is the last message (by Seq) of the mailbox scan before the
 	// park: the messages addressed to the instance up to it were refused by
 	// every receive it waits in.
 	Seen int64 `json:"seen,omitempty"`
+	// Hist is the history length the park happened at.
+	Hist int64 `json:"hist"`
 }
 
 // describeWaits is what the activation waits for as it parks in recv.
@@ -67,18 +74,30 @@ func describeReceive(r *receiveCall) norntype.Wait {
 	return w
 }
 
-// noteWaits puts what the activation now waits for in the pending step,
-// if it differs from what the instance's row says. Mail addressed to the
-// instance that no receive took moves Seen on, and so costs a write of its
-// own: what stays in a mailbox is then known to be unwanted. Competing
-// queues' messages do not count (another consumer may take them).
+// noteWaits records what the activation waits for as it parks in recv:
+// in memory, and in the pending step if that commits anyway and the row
+// says something else.
 func (a *activation) noteWaits(recv []*command) {
+	if a.inflight > 0 || a.memoryBackoff() {
+		a.parked.Store(nil) // running, not waiting
+		return
+	}
 	p := a.describeWaits(recv)
+	p.Hist = a.j.Len()
+	a.parked.Store(&p)
+	if a.pendingEmpty() {
+		return
+	}
+	a.stageWaits(&p)
+}
+
+// stageWaits puts p in the pending step unless the row says so already.
+func (a *activation) stageWaits(p *parkedOn) {
 	var old parkedOn
 	if len(a.waits) > 0 {
 		_ = json.Unmarshal(a.waits, &old)
 	}
-	if p.Seen == old.Seen && waitsEqual(old.Waits, p.Waits) {
+	if p.Seen == old.Seen && p.Hist == old.Hist && waitsEqual(old.Waits, p.Waits) {
 		return
 	}
 	b, _ := json.Marshal(p)
@@ -94,17 +113,34 @@ func waitsEqual(x, y []norntype.Wait) bool {
 	return bytes.Equal(bx, by)
 }
 
-// readWaits decodes an instance row's Waits; nil for an instance that is
-// not waiting (what it last waited for no longer holds).
+// readWaits decodes an instance row's Waits; nil unless the instance is
+// waiting and has recorded nothing since (see parkedOn).
 func readWaits(in persistence.Instance) *parkedOn {
 	if in.Status != persistence.StatusWaiting || len(in.Waits) == 0 {
 		return nil
 	}
 	var p parkedOn
-	if json.Unmarshal(in.Waits, &p) != nil {
+	if json.Unmarshal(in.Waits, &p) != nil || p.Hist != in.HistoryLen {
 		return nil
 	}
 	return &p
+}
+
+// parkedOnOf is what instance in waits for: from its activation on this
+// node if it is parked here, else from its row.
+func (s *System) parkedOnOf(in persistence.Instance) *parkedOn {
+	if in.Status != persistence.StatusWaiting {
+		return nil
+	}
+	s.mu.Lock()
+	a := s.acts[in.ID]
+	s.mu.Unlock()
+	if a != nil {
+		if p := a.parked.Load(); p != nil && p.Hist == in.HistoryLen {
+			return p
+		}
+	}
+	return readWaits(in)
 }
 
 // unmatched reports whether no receive the instance is parked in can take
