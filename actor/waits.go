@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/norntype"
@@ -19,13 +20,13 @@ import (
 // it only while the history has not grown since. The live activation keeps
 // the latest one in memory for Inspect on its node.
 type parkedOn struct {
-	Waits []norntype.Wait `json:"waits"`
+	Waits []norntype.Wait
 	// Seen is the last message (by Seq) of the mailbox scan before the
 	// park: the messages addressed to the instance up to it were refused by
 	// every receive it waits in.
-	Seen int64 `json:"seen,omitempty"`
+	Seen int64
 	// Hist is the history length the park happened at.
-	Hist int64 `json:"hist"`
+	Hist int64
 }
 
 // describeWaits is what the activation waits for as it parks in recv.
@@ -159,4 +160,63 @@ func (p *parkedOn) unmatched(m persistence.Message, self string) bool {
 		}
 	}
 	return true
+}
+
+// The stored form of parkedOn is compact: every parked instance's row
+// holds one, so its size is part of the instance's footprint.
+type (
+	wireParked struct {
+		W []wireWait `json:"w"`
+		S int64      `json:"s,omitempty"`
+		H int64      `json:"h"`
+	}
+	wireWait struct {
+		K string   `json:"k"` // kind: its first letter
+		N string   `json:"n,omitempty"`
+		T []string `json:"t,omitempty"`
+		C *string  `json:"c,omitempty"` // channel filter, when there is one
+		F string   `json:"f,omitempty"`
+		M bool     `json:"m,omitempty"` // Match filter
+		X bool     `json:"x,omitempty"` // strict untyped matching
+		D int64    `json:"d,omitempty"` // due, Unix nanoseconds
+		A int      `json:"a,omitempty"`
+	}
+)
+
+var waitKinds = map[string]norntype.WaitKind{"r": norntype.WaitReceive, "t": norntype.WaitTimer, "c": norntype.WaitChild, "a": norntype.WaitActivity}
+
+// MarshalJSON writes the compact stored form.
+func (p parkedOn) MarshalJSON() ([]byte, error) {
+	w := wireParked{W: make([]wireWait, len(p.Waits)), S: p.Seen, H: p.Hist}
+	for i, x := range p.Waits {
+		ww := wireWait{K: string(x.Kind)[:1], N: x.Name, T: x.Types, F: string(x.From), M: x.Filtered, X: x.Strict, A: x.Attempt}
+		if x.OnChannel {
+			ww.C = &x.Channel
+		}
+		if !x.Due.IsZero() {
+			ww.D = x.Due.UnixNano()
+		}
+		w.W[i] = ww
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the compact stored form.
+func (p *parkedOn) UnmarshalJSON(b []byte) error {
+	var w wireParked
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = parkedOn{Seen: w.S, Hist: w.H, Waits: make([]norntype.Wait, len(w.W))}
+	for i, ww := range w.W {
+		x := norntype.Wait{Kind: waitKinds[ww.K], Name: ww.N, Types: ww.T, From: norntype.PID(ww.F), Filtered: ww.M, Strict: ww.X, Attempt: ww.A}
+		if ww.C != nil {
+			x.Channel, x.OnChannel = *ww.C, true
+		}
+		if ww.D != 0 {
+			x.Due = time.Unix(0, ww.D)
+		}
+		p.Waits[i] = x
+	}
+	return nil
 }

@@ -435,9 +435,10 @@ func TestFormTokensFollowTheToken(t *testing.T) {
 	if err != nil || len(msgs) != 1 || string(msgs[0].Payload) != `"hi"` || msgs[0].Type != "note" {
 		t.Fatalf("mailbox after the send: %+v, %v", msgs, err)
 	}
-	// The send form suggests the types the instance has seen.
+	// The send form suggests the types the instance has seen and the one
+	// it waits for.
 	_, body = get(t, nil, two.URL+"/instances/"+f.waiting, "Authorization", "Bearer t1")
-	if !strings.Contains(body, `<datalist id="msg-types"><option value="note"></datalist>`) {
-		t.Error("the send form does not suggest the type in the mailbox")
+	if !strings.Contains(body, `<datalist id="msg-types"><option value="note"><option value="viewer_test.Approval"></datalist>`) {
+		t.Error("the send form does not suggest the type in the mailbox and the awaited one")
 	}
 }
