@@ -66,6 +66,7 @@ const (
 	sqlSendDirect     = "norn_send_direct"
 	sqlPublishSubs    = "norn_publish_subs"
 	sqlPublish        = "norn_publish"
+	sqlPublishMany    = "norn_publish_many"
 	sqlQueue          = "norn_queue"
 	sqlCancelTimer    = "norn_cancel_timer"
 	sqlFireTimer      = "norn_fire_timer"
@@ -234,6 +235,25 @@ var statements = map[string]string{
 		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
 			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`,
+	// sqlPublish for a run of messages on one channel, in one statement:
+	// $1 channel, then arrays of $2 msg ids, $3 senders, $4 payloads, $5
+	// metadata (JSON text or NULL), $6 published at, $7 types. Copies and
+	// queued messages are inserted in the run's order, so that their seqs
+	// keep it.
+	sqlPublishMany: `WITH subs AS (
+			SELECT instance_id, mode FROM subscriptions WHERE channel = $1::text ORDER BY instance_id FOR KEY SHARE),
+		m AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[])
+				WITH ORDINALITY AS m(id, sender, payload, meta, at, typ, ord)),
+		copies AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+			SELECT m.id, $1::text, s.instance_id, m.sender, m.payload, m.meta::jsonb, m.at, m.typ
+			FROM m CROSS JOIN subs s WHERE s.mode = 'broadcast' ORDER BY m.ord, s.instance_id)
+		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+		SELECT m.id, $1::text, NULL, m.sender, m.payload, m.meta::jsonb, m.at, m.typ FROM m
+		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
+			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($1::text, '` + persistence.SystemChannelPrefix + `'))
+		ORDER BY m.ord`,
 	// Same arguments as sqlPublish, for a message with no channel.
 	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text)`,

@@ -98,6 +98,7 @@ func Run(t *testing.T, open Factory) {
 		{"StepShutdownRelease", testShutdownRelease},
 		{"StepReopen", testReopen},
 		{"StepWaits", testWaits},
+		{"StepPublishRun", testPublishRun},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
