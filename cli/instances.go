@@ -182,39 +182,15 @@ func waitsOrEmpty(w []norntype.Wait) []norntype.Wait {
 	return w
 }
 
-// describeWaits says in one line each what a parked instance waits for.
+// describeWaits says what a parked instance waits for, one wait after
+// another.
 func describeWaits(waits []norntype.Wait) string {
 	var out []string
 	for _, w := range waits {
-		var s string
-		switch w.Kind {
-		case norntype.WaitReceive:
-			s = "a message"
-			if len(w.Types) > 0 {
-				s = "a message of type " + strings.Join(w.Types, " or ")
-			}
-			if w.OnChannel && w.Channel == "" {
-				s += " sent by PID"
-			} else if w.OnChannel {
-				s += " on channel " + w.Channel
-			}
-			if w.From != "" {
-				s += " from " + string(w.From)
-			}
-			if w.Filtered {
-				s += " (and a Match filter)"
-			}
-		case norntype.WaitChild:
-			s = "child " + w.Name + " to end"
-		case norntype.WaitTimer:
-			s = "timer " + w.Name
-		case norntype.WaitActivity:
-			s = fmt.Sprintf("activity %s (attempt %d)", w.Name, w.Attempt)
-			if !w.Due.IsZero() {
-				s = fmt.Sprintf("activity %s to retry (after attempt %d)", w.Name, w.Attempt)
-			}
-		default:
-			s = string(w.Kind) + " " + w.Name
+		what, detail := w.Describe()
+		s := what
+		if detail != "" {
+			s += " (" + detail + ")"
 		}
 		if !w.Due.IsZero() {
 			s += ", until " + fmtTime(w.Due)

@@ -2,6 +2,8 @@ package norntype
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -59,4 +61,44 @@ func (w Wait) MayTake(typ, channel string, sender PID) bool {
 		return false
 	}
 	return w.From == "" || w.From == sender
+}
+
+// Describe says in words what w waits for: what (a message of which type,
+// a timer, a child, an activity) and the detail (filters, names), without
+// its due time.
+func (w Wait) Describe() (what, detail string) {
+	switch w.Kind {
+	case WaitReceive:
+		what = "a message"
+		if len(w.Types) > 0 {
+			what = "a message of type " + strings.Join(w.Types, " or ")
+		}
+		var d []string
+		switch {
+		case w.OnChannel && w.Channel == "":
+			d = append(d, "sent by PID")
+		case w.OnChannel:
+			d = append(d, "on channel "+w.Channel)
+		}
+		if w.From != "" {
+			d = append(d, "from "+string(w.From))
+		}
+		if w.Filtered {
+			d = append(d, "and a Match filter")
+		}
+		if w.Strict {
+			d = append(d, "untyped messages only if they decode into it")
+		}
+		return what, strings.Join(d, ", ")
+	case WaitChild:
+		return "child to end", w.Name
+	case WaitTimer:
+		return "timer", w.Name
+	case WaitActivity:
+		if !w.Due.IsZero() {
+			return "activity " + w.Name, "retry after attempt " + strconv.Itoa(w.Attempt)
+		}
+		return "activity " + w.Name, "attempt " + strconv.Itoa(w.Attempt)
+	}
+	return string(w.Kind), w.Name
 }

@@ -60,44 +60,14 @@ type waitRow struct {
 func (h *handler) waitRows(waits []norntype.Wait) []waitRow {
 	var out []waitRow
 	for _, w := range waits {
-		var r waitRow
-		switch w.Kind {
-		case norntype.WaitReceive:
-			r.What = "a message"
-			if len(w.Types) > 0 {
-				r.What = "a message of type " + strings.Join(w.Types, " or ")
-			}
-			var d []string
-			switch {
-			case w.OnChannel && w.Channel == "":
-				d = append(d, "sent by PID")
-			case w.OnChannel:
-				d = append(d, "on channel "+w.Channel)
-			}
-			if w.From != "" {
-				d = append(d, "from "+string(w.From))
-				r.URL = h.instanceURL(string(w.From))
-			}
-			if w.Filtered {
-				d = append(d, "and a Match filter")
-			}
-			if w.Strict {
-				d = append(d, "untyped messages only if they decode into it")
-			}
-			r.Detail = strings.Join(d, ", ")
-		case norntype.WaitChild:
-			r.What, r.Detail, r.URL = "child to end", w.Name, h.instanceURL(w.Name)
-		case norntype.WaitTimer:
-			r.What, r.Detail = "timer", w.Name
-		case norntype.WaitActivity:
-			r.What, r.Detail = "activity "+w.Name, fmt.Sprintf("attempt %d", w.Attempt)
-			if !w.Due.IsZero() {
-				r.Detail = fmt.Sprintf("retry after attempt %d", w.Attempt)
-			}
-		default:
-			r.What, r.Detail = string(w.Kind), w.Name
+		r := waitRow{Due: w.Due}
+		r.What, r.Detail = w.Describe()
+		switch {
+		case w.Kind == norntype.WaitChild:
+			r.URL = h.instanceURL(w.Name)
+		case w.From != "":
+			r.URL = h.instanceURL(string(w.From))
 		}
-		r.Due = w.Due
 		out = append(out, r)
 	}
 	return out
