@@ -47,8 +47,10 @@ func (s *Store) ApplyTx(ctx context.Context, run func(ctx context.Context, tx pe
 	case err = <-finished:
 	case <-ctx.Done():
 		go func() {
-			_ = <-finished // run's outcome no longer matters: it is rolled back
-			end()
+			if err := <-finished; err != nil {
+				s.opts.Logger.Debug("norn/postgres: abandoned transactional step ended", "err", err)
+			}
+			end() // rolled back whatever run returned
 		}()
 		return persistence.StepResult{}, ctx.Err()
 	}
