@@ -139,12 +139,13 @@ type writeReq struct {
 	// simple requests fail, if at all, before their first write, so they
 	// need no savepoint of their own (see commit).
 	simple bool
-	// alone requests (transactional steps) run caller code in the
-	// transaction: never in a shared commit, whose other steps would
-	// wait for that code, and never redone, which would run it twice.
-	alone bool
-	err   error
-	done  chan struct{}
+	// tx requests (transactional steps) run caller code in the
+	// transaction: they must never be redone, which would run it twice,
+	// so a batch that holds one has a savepoint around every request
+	// from the start (see commit).
+	tx   bool
+	err  error
+	done chan struct{}
 }
 
 // Open opens (creating if needed) the database at path and applies
@@ -487,27 +488,12 @@ func (s *Store) ObserveCommits(o persistence.CommitObserver) (remove func()) {
 }
 
 func (s *Store) commit(batch []*writeReq) {
-	group := batch[:0:0]
-	var alone []*writeReq
-	for _, r := range batch {
-		if r.alone {
-			alone = append(alone, r)
-		} else {
-			group = append(group, r)
-		}
-	}
-	if len(group) > 0 {
-		s.commitGroup(group)
-	}
-	for _, r := range alone {
-		s.commitGroup([]*writeReq{r})
-	}
-}
-
-// commitGroup commits batch in one transaction and answers its requests.
-func (s *Store) commitGroup(batch []*writeReq) {
 	start := time.Now()
-	done, err := s.commitBatch(batch, false)
+	savepointAll := false
+	for _, r := range batch {
+		savepointAll = savepointAll || r.tx
+	}
+	done, err := s.commitBatch(batch, savepointAll)
 	if !done {
 		// A simple request failed after writing: redo the batch with a
 		// savepoint around every request.
