@@ -514,6 +514,18 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	if a.pendingEmpty() && (!lease || a.leased.Load()) {
 		return persistence.StepResult{}, nil
 	}
+	step, take := a.nextStep()
+	res, err := a.sys.store.Apply(a.env.ctx, step)
+	if err != nil {
+		return res, err
+	}
+	a.committed(step, res, take)
+	return res, nil
+}
+
+// nextStep is the step that commits what is pending, and whether it takes
+// the lease.
+func (a *activation) nextStep() (persistence.Step, bool) {
 	a.quietMail = false
 	step := a.pending
 	step.History = a.j.Pending()
@@ -525,10 +537,12 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 		// startAttempt), so the status costs no write between two parks.
 		step.Status = persistence.StatusWaiting
 	}
-	res, err := a.sys.store.Apply(a.env.ctx, step)
-	if err != nil {
-		return res, err
-	}
+	return step, take
+}
+
+// committed updates the activation for step (made by nextStep), which
+// committed with res.
+func (a *activation) committed(step persistence.Step, res persistence.StepResult, take bool) {
 	a.tookLease(take)
 	if step.Status != "" {
 		a.inst.Status = step.Status
@@ -552,7 +566,6 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 			a.hook(e)
 		}
 	}
-	return res, nil
 }
 
 // flush commits the pending step; a failure unwinds the workflow goroutine

@@ -134,6 +134,7 @@ type workload struct {
 func workloads() []workload {
 	return []workload{
 		{"chain", runChain},
+		{"chaintx", runChainTx},
 		{"pingpong", runPingPong},
 		{"queue", runQueue},
 		{"fanout", runFanout},
@@ -181,7 +182,7 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, stats, cli, viewer, history, retry, purge, mcp, or all")
+	name := fs.String("workload", "", "workload to run: chain, chaintx, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, stats, cli, viewer, history, retry, purge, mcp, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")

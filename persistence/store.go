@@ -470,6 +470,7 @@ type Store interface {
 	StatsReader
 	CommitWatcher
 	Purger
+	TxApplier
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

@@ -87,6 +87,7 @@ func Run(t *testing.T, open Factory) {
 		{"PurgeValidation", testPurgeValidation},
 		{"PurgeRace", testPurgeRace},
 		{"OptionalMethods", testOptional},
+		{"ApplyTx", testApplyTx},
 		// The combinations of Step fields the runtime uses (combos.go).
 		{"StepSpawnUnleased", testSpawnUnleased},
 		{"StepTakeLeaseOnly", testTakeLeaseOnly},
