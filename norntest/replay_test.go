@@ -59,4 +59,3 @@ func TestReplayOfStoredFile(t *testing.T) {
 		t.Fatalf("failed with %q, want a divergence", msg)
 	}
 }
-
