@@ -80,6 +80,7 @@ func New(instance, workflow string, hist []norntype.HistoryEvent) File {
 func Write(w io.Writer, f File) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // payloads byte for byte
 	return enc.Encode(f)
 }
 
