@@ -994,6 +994,13 @@ func (s *System) launch(a *activation) {
 		defer s.runs.Done()
 		defer s.work.Add(-1)
 		a.run()
+		// A wake that came after the last park was never received: drop
+		// its count (a is no longer registered, so no more come).
+		select {
+		case <-a.wakeCh:
+			s.work.Add(-1)
+		default:
+		}
 	}()
 }
 

@@ -2,12 +2,14 @@ package norntest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/norntest"
+	"github.com/nornlabs/norn/persistence"
 )
 
 var slowCall = actor.Activity("slow-call", func(_ context.Context, n int) (int, error) { return n, nil })
@@ -68,5 +70,50 @@ func TestNoSkipWhileActivityInFlight(t *testing.T) {
 	// the same virtual time, so one skip of an hour ends them all.
 	if d := env.Now().Sub(start); d != time.Hour {
 		t.Fatalf("virtual time moved %v, want 1h", d)
+	}
+}
+
+var takeOne = actor.Workflow("take-one", func(ctx *actor.Context, _ int) (int, error) {
+	m, err := actor.Receive[int](ctx)
+	return m.Value, err
+})
+
+// TestIdleAfterInstancesEndWithWakesPending ends instances while wakes for
+// them are still arriving (each gets three messages and takes one): the
+// node must count none of those wakes as work once the instances are gone,
+// or the kit would never see it idle again and time would stop moving.
+func TestIdleAfterInstancesEndWithWakesPending(t *testing.T) {
+	t.Parallel()
+	env := norntest.New(t, norntest.Options{Workflows: actor.Register(takeOne, raceFlow)})
+	pids := make([]actor.PID, 20)
+	for i := range pids {
+		pids[i] = norntest.Spawn(env, takeOne, i)
+	}
+	for i, pid := range pids {
+		for m := range 3 {
+			// The first message may end the instance before the others.
+			if err := env.System().Send(env.Ctx(), pid, i*10+m); err != nil && !errors.Is(err, persistence.ErrInstanceDone) {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, pid := range pids {
+		env.AwaitEnd(pid)
+	}
+	// Time still moves: an hour's timer after all that fires.
+	start := env.Now()
+	pid := norntest.Spawn(env, raceFlow, 0)
+	if got, err := norntest.Await(env, raceFlow, pid); err != nil || got != "activity" {
+		t.Fatalf("race after the ends: %q, %v", got, err)
+	}
+	if d := env.Now().Sub(start); d != time.Hour {
+		t.Fatalf("virtual time moved %v, want 1h", d)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !env.System().Idle() {
+		if time.Now().After(deadline) {
+			t.Fatal("the node never became idle: some work is counted that nothing will finish")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
