@@ -187,9 +187,11 @@ func (a *activation) signal(sig signal) { a.deliver(sig) }
 func (a *activation) deliver(sig signal) {
 	switch sig {
 	case sigWake:
+		a.busy(1) // carried by the wake until park receives it (see Idle)
 		select {
 		case a.wakeCh <- struct{}{}:
 		default:
+			a.busy(-1)
 		}
 	case sigCancel:
 		a.cancOne.Do(func() { close(a.cancelCh) })
@@ -323,6 +325,7 @@ func (a *activation) endAttempts() {
 	for drained := false; !drained; {
 		select {
 		case <-a.inbox:
+			a.busy(-1)
 		default:
 			drained = true
 		}
@@ -666,6 +669,7 @@ func (a *activation) passivate() bool {
 	select {
 	case <-a.wakeCh:
 		s.mu.Unlock()
+		a.busy(-1)
 		a.deliver(sigWake)
 		return false
 	case <-a.cancelCh: // park's select may have picked the idle timer over it

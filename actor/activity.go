@@ -56,7 +56,7 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 		return failedFuture[Out](a, err)
 	}
 	call := &activityCall{name: d.name, id: id, digest: digest(input), retry: d.retry,
-		run:     func(ctx context.Context) (any, error) { return d.fn(ctx, in) },
+		run:     func(ctx context.Context) (any, error) { return d.call(ctx, a.env, in) },
 		timeout: d.timeout}
 	if d.txfn != nil {
 		call.runTx = func(ctx context.Context, tx Tx) (any, error) { return d.txfn(ctx, tx, in) }
@@ -102,6 +102,27 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 	call.started = true
 	a.startAttempt(c)
 	return f
+}
+
+// call runs the activity's function, or its replacement (Config.ReplaceActivity).
+func (d *ActivityDef[In, Out]) call(ctx context.Context, v *env, in In) (any, error) {
+	if v.cfg.ReplaceActivity == nil {
+		return d.fn(ctx, in)
+	}
+	f := v.cfg.ReplaceActivity(d.name)
+	if f == nil {
+		return d.fn(ctx, in)
+	}
+	out, err := f(ctx, in)
+	if out == nil {
+		var zero Out
+		return zero, err
+	}
+	o, ok := out.(Out)
+	if !ok {
+		return nil, supervisor.Terminal(fmt.Errorf("%w: the replacement of activity %q returned %T, not %s", ErrInvalidInput, d.name, out, typeName[Out]()))
+	}
+	return o, err
 }
 
 // activityCall is the live state of one activity call.
@@ -157,7 +178,7 @@ func (a *activation) startDeferred() {
 			continue
 		}
 		c.act.started = true
-		if c.act.ready(time.Now()) && !a.cancelRequested() {
+		if c.act.ready(a.env.now()) && !a.cancelRequested() {
 			a.startAttempt(c)
 		}
 	}
@@ -187,7 +208,7 @@ func (a *activation) startAttempt(c *command) {
 	a.takeLease()
 	call.running = true
 	if call.attempt == 0 {
-		call.first = time.Now()
+		call.first = a.env.now()
 	}
 	if call.durable {
 		a.pending.CancelTimers = append(a.pending.CancelTimers, call.timerID)
@@ -203,6 +224,7 @@ func (a *activation) startAttempt(c *command) {
 	a.mu.Unlock()
 	a.inflight++
 	a.runners.Add(1)
+	a.busy(1) // carried by the outcome until the workflow goroutine takes it (see Idle)
 	go func() {
 		defer a.runners.Done()
 		defer cancel()
@@ -210,6 +232,7 @@ func (a *activation) startAttempt(c *command) {
 		select {
 		case a.inbox <- attemptResult{c: c, n: n, out: out, err: err}:
 		case <-runCtx.Done():
+			a.busy(-1)
 		}
 	}()
 }
@@ -299,9 +322,10 @@ func (a *activation) outcome(o attemptResult) {
 		}
 		err = supervisor.Terminal(eerr)
 	}
-	wait, retry := call.retry.Next(o.n, time.Since(call.first), err)
+	now := a.env.now()
+	wait, retry := call.retry.Next(o.n, now.Sub(call.first), err)
 	if retry && a.env.ctx.Err() == nil {
-		r := retryRecord{Attempt: o.n, Start: call.first, Next: time.Now().Add(wait), Error: oneLine(err.Error())}
+		r := retryRecord{Attempt: o.n, Start: call.first, Next: now.Add(wait), Error: oneLine(err.Error())}
 		if wait >= a.env.cfg.DurableBackoff {
 			r.Timer = "retry:" + call.id + ":" + strconv.Itoa(o.n)
 			a.pending.AddTimers = append(a.pending.AddTimers, persistence.Timer{ID: r.Timer, Due: r.Next})

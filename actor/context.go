@@ -41,7 +41,7 @@ func (c *Context) Logger() *slog.Logger {
 func (c *Context) Now() time.Time {
 	a := c.a
 	e := a.immediate(EventNow, "", "", func() persistence.Event {
-		b, _ := time.Now().MarshalText()
+		b, _ := a.env.now().MarshalText()
 		return a.recordNow(persistence.Event{Kind: EventNow, Payload: b})
 	})
 	var t time.Time
@@ -84,7 +84,7 @@ func (c *Context) timer(dueFn func(time.Time) time.Time) *Future[struct{}] {
 		return failedFuture[struct{}](a, ErrCancelled)
 	}
 	e := a.immediate(EventTimer, id, "", func() persistence.Event {
-		now := time.Now()
+		now := a.env.now()
 		rec := timerRecord{Due: dueFn(now)}
 		rec.Stored = rec.Due.After(now)
 		b, _ := json.Marshal(rec)

@@ -291,12 +291,13 @@ func (a *activation) poll() {
 	for drained := false; !drained; {
 		select {
 		case o := <-a.inbox:
+			a.busy(-1)
 			a.outcome(o)
 		default:
 			drained = true
 		}
 	}
-	now := time.Now()
+	now := a.env.now()
 	for _, c := range a.pendingCommands() {
 		switch {
 		case c.timer && !now.Before(c.due):
@@ -361,9 +362,9 @@ func (a *activation) park(recv []*command) bool {
 	a.noteWaits(recv)
 	a.flush()
 	a.releaseSlot()
-	var due <-chan time.Time
+	var due <-chan struct{}
 	if t := a.nextDue(recv); !t.IsZero() {
-		tm := time.NewTimer(time.Until(t))
+		tm := a.sys.newClockTimer(t.Sub(a.env.now()))
 		defer tm.Stop()
 		due = tm.C
 	}
@@ -378,31 +379,52 @@ func (a *activation) park(recv []*command) bool {
 		handover = make(chan struct{})
 		close(handover)
 	}
+	// Parked: the goroutine no longer counts as work (see System.Idle). A
+	// wake, an outcome or a due time carries a count of its own, which the
+	// goroutine takes over (held); anything else counts it again.
+	a.busy(-1)
+	held := false
+	defer func() {
+		if !held {
+			a.busy(1)
+		}
+	}()
 	for {
 		select {
 		case <-a.wakeCh:
+			held = true
 			return true
 		case o := <-a.inbox:
+			held = true
 			a.outcome(o)
 			return false
 		case <-due:
+			held = true
 			return false
 		case <-cancel:
 			return false
 		case <-a.stopCh:
 			panic(stopPanic{reason: "stopping"})
 		case <-idle.C:
+			a.busy(1)
+			held = true
 			if a.inflight == 0 && !a.memoryBackoff() && a.passivate() {
 				panic(stopPanic{reason: "passivated"})
 			}
+			a.busy(-1)
+			held = false
 			idle.Reset(a.env.cfg.PassivateAfter)
 		case <-handover:
 			// Work in flight finishes here first; its outcome parks again
 			// and the hand-over is looked at then.
 			handover = nil
+			a.busy(1)
+			held = true
 			if a.inflight == 0 && !a.memoryBackoff() && a.passivate() {
 				panic(stopPanic{reason: "handed over"})
 			}
+			a.busy(-1)
+			held = false
 		}
 	}
 }

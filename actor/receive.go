@@ -292,7 +292,7 @@ func (a *activation) keepClaimed(claim []persistence.Message, claimed []int64) {
 // receiveTimeouts starts the timeout of waited-for receives that found
 // nothing, and ends those whose time has passed. It reports whether one ended.
 func (a *activation) receiveTimeouts(recv []*command) bool {
-	now := time.Now()
+	now := a.env.now()
 	for _, c := range recv {
 		r := c.recv
 		if c.Done() || r.timeout <= 0 {

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/actor/internal/compete"
@@ -141,6 +142,17 @@ type Config struct {
 	// Tools such as the norn command use this to act on a store without the
 	// program's workflows.
 	Client bool
+	// Clock is the time workflows see: Context.Now, timers, receive
+	// timeouts and activity retry back-offs (see Clock for what stays on
+	// real time). Default: real time. Tests pass a virtual one (package
+	// norntest).
+	Clock Clock
+	// ReplaceActivity, when set, is asked for each activity attempt's
+	// function by the activity's name: a non-nil answer runs instead of
+	// the registered function, with the call's In value, and must return
+	// an Out value (or an error). For tests (see norntest.Mock); replay is
+	// unaffected, since it runs no activity.
+	ReplaceActivity func(name string) func(ctx context.Context, in any) (any, error)
 }
 
 // System is a running node. Create it with Start, end it with Stop.
@@ -165,6 +177,8 @@ type System struct {
 	runs   sync.WaitGroup // activation goroutines
 
 	calls sync.WaitGroup // admitted calls from outside the workflows (see enter)
+	// work counts what the node has in hand (see Idle and clock.go).
+	work atomic.Int64
 
 	lastPrune      time.Time // recovery loop only
 	lastQueuePrune time.Time // recovery loop only
@@ -332,6 +346,9 @@ func (c Config) withDefaults() Config {
 	if c.Codec == nil {
 		c.Codec = JSON{}
 	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
 	if c.Hooks == nil {
 		c.Hooks = SlogHooks{Logger: c.Logger, Level: slog.LevelDebug}
 	}
@@ -369,8 +386,11 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	s.fresh = make(chan struct{}, 8*cfg.MaxActivating)
 	s.role = newRole(cfg)
 	s.rebalanceCh = make(chan struct{}, 1)
-	tc := timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log,
+	tc := timers.Config{Source: cfg.Store, Horizon: cfg.TimerHorizon, Logger: s.log, Clock: cfg.Clock,
 		Ownership: ownership{s}, Fire: func(t persistence.Timer) { s.fireTimer(t.Instance) }}
+	if s.role.hosts() {
+		tc.Work = func(d int) { s.work.Add(int64(d)) }
+	}
 	if cfg.TimerWarmUp >= 0 {
 		tc.Warm = func(t persistence.Timer) { s.warm(t.Instance) }
 		tc.WarmLead = min(cmp.Or(cfg.TimerWarmUp, time.Second), cfg.PassivateAfter/2)
@@ -410,6 +430,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 // timer service, lease renewals, recovery scans and the store's
 // notifications.
 func (s *System) host() {
+	s.work.Add(1) // see recoveryLoop
 	s.goBG(func() {
 		if err := s.timers.Run(s.ctx); err != nil {
 			s.log.Error("timer service stopped", "err", err)
@@ -467,10 +488,14 @@ func (s *System) enter() error {
 		return ErrStopped
 	}
 	s.calls.Add(1)
+	s.work.Add(1)
 	return nil
 }
 
-func (s *System) leave() { s.calls.Done() }
+func (s *System) leave() {
+	s.work.Add(-1)
+	s.calls.Done()
+}
 
 // Stop stops every activation (they resume later from history, here or on
 // another node), releases their leases and stops background work. It waits
@@ -604,8 +629,11 @@ func (s *System) renew() {
 // crashed process). It also forgets old dedupe message IDs and deletes
 // queued messages older than QueueRetention.
 func (s *System) recoveryLoop() {
-	for {
+	for first := true; ; first = false {
 		s.recoverOnce()
+		if first {
+			s.work.Add(-1) // taken in host: the node is busy until its first scan woke what it found
+		}
 		s.pruneMessageIDs()
 		s.pruneQueue()
 		d := time.Duration(float64(s.cfg.RecoveryInterval) * (0.8 + 0.4*mrand.Float64()))
@@ -788,6 +816,7 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 	}
 	if s.starts.Queue(id) {
 		s.runs.Add(1)
+		s.work.Add(1)
 		go s.activator()
 	}
 	return nil
@@ -812,6 +841,7 @@ func (s *System) signalLocked(a *activation, sig signal) {
 // goroutines at the same moment.
 func (s *System) activator() {
 	defer s.runs.Done()
+	defer s.work.Add(-1)
 	for {
 		s.mu.Lock()
 		id, ok := s.starts.Next(s.stopping)
@@ -966,12 +996,21 @@ func (s *System) launch(a *activation) {
 			a.deliver(sigWake)
 		}
 		s.runs.Add(1)
+		s.work.Add(1) // until a parks (see Idle)
 		s.mu.Unlock()
 		break
 	}
 	go func() {
 		defer s.runs.Done()
+		defer s.work.Add(-1)
 		a.run()
+		// A wake that came after the last park was never received: drop
+		// its count (a is no longer registered, so no more come).
+		select {
+		case <-a.wakeCh:
+			s.work.Add(-1)
+		default:
+		}
 	}()
 }
 

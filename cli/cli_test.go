@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/nornlabs/norn/cli"
 	"github.com/nornlabs/norn/internal/clusternode"
 	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/norntest/historyfile"
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/storeurl"
 )
@@ -176,6 +178,26 @@ func commands(t *testing.T, url string) {
 		}
 		if len(events) != 1 || events[0].Seq != 1 {
 			t.Errorf("history --after 0 --limit 1: %+v", events)
+		}
+		// --export writes a history file that replays against the code
+		// that wrote it and not against code that changed the calls.
+		r = norn(t, env, "history", "--export", "order-1").ok(t)
+		f, err := historyfile.Read(strings.NewReader(r.stdout))
+		if err != nil {
+			t.Fatalf("history --export: %v\n%s", err, r.stdout)
+		}
+		if f.Instance != "order-1" || f.Workflow != "order" || len(f.Events) < 3 || f.Events[0].Kind != "started" {
+			t.Errorf("history --export: %+v", f)
+		}
+		if err := actor.Replay(t.Context(), orderFlow, f.History()); err != nil {
+			t.Errorf("replay of the exported history: %v", err)
+		}
+		var nd *actor.NonDeterminismError
+		if err := actor.Replay(t.Context(), orderFlowV2, f.History()); !errors.As(err, &nd) {
+			t.Errorf("replay of the exported history by changed code = %v, want a *NonDeterminismError", err)
+		}
+		if r := norn(t, env, "history", "--export", "--limit", "2", "order-1"); r.code != cli.ExitUsage {
+			t.Errorf("history --export --limit: exit %d, want %d (%s)", r.code, cli.ExitUsage, r.stderr)
 		}
 	})
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nornlabs/norn/actor"
+	"github.com/nornlabs/norn/norntest/historyfile"
 	"github.com/nornlabs/norn/norntype"
 	"github.com/nornlabs/norn/persistence"
 )
@@ -205,11 +206,19 @@ func historyCommand() *command {
 		name: "history", synopsis: "ID", summary: "list an instance's history (its current run)",
 		help: `Each event is one durable step: activity results, messages received,
 timers, children, the input and the end. DETAIL shows the recorded error,
-else the recorded value, cut short unless --full is given.`,
+else the recorded value, cut short unless --full is given.
+
+With --export it writes the whole history as a history file instead, for a
+regression test of the workflow code (see package norntest):
+
+	norn history --export order-1 > testdata/order-1.json
+
+and in the test: norntest.Replay(t, orderFlow, "testdata/order-1.json").`,
 		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
 			after := fs.Int64("after", -1, "only events with a sequence number above this")
 			limit := fs.Int("limit", 0, "at most this many events (0: all)")
 			full := fs.Bool("full", false, "do not cut values short in the table")
+			export := fs.Bool("export", false, "write the whole history as a history file (JSON) for norntest.Replay")
 			return func(args []string) error {
 				pid, err := oneID("history", args)
 				if err != nil {
@@ -217,6 +226,9 @@ else the recorded value, cut short unless --full is given.`,
 				}
 				if *limit < 0 {
 					return usagef("history", "--limit must not be negative")
+				}
+				if *export && (*after != -1 || *limit != 0 || *full) {
+					return usagef("history", "--export writes the whole history: it takes no --after, --limit or --full")
 				}
 				return e.withClient("history", func(c *client) error {
 					var page []norntype.HistoryEvent
@@ -234,6 +246,13 @@ else the recorded value, cut short unless --full is given.`,
 							break
 						}
 						from = evs[len(evs)-1].Seq
+					}
+					if *export {
+						inst, err := c.sys.Instance(e.ctx, pid)
+						if err != nil {
+							return err
+						}
+						return historyfile.Write(e.stdout, historyfile.New(string(pid), inst.Workflow, page))
 					}
 					return e.printHistory(page, *full)
 				})

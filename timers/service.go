@@ -62,7 +62,31 @@ type Config struct {
 	WarmLead time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock is what due times are read and waited on with. Default: real
+	// time. The reloads that refresh the horizon stay on real time.
+	Clock Clock
+	// Work, when set, hears +1 and -1 around the work the service has in
+	// hand, so that its owner can tell when nothing is going on: from New
+	// until the first load has been read, during each load, and from a due
+	// time coming up until its timers are fired (Fire called). Run must be
+	// called once New was (the first count is released there).
+	Work func(delta int)
 }
+
+// Clock is a source of time the service reads and waits on (see
+// actor.Clock, which has the same methods).
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f once d has passed on this clock; stop cancels
+	// the call and reports whether it did.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
 // Service fires timers. Create with New, run with Run.
 type Service struct {
@@ -123,6 +147,13 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if cfg.Work == nil {
+		cfg.Work = func(int) {}
+	}
+	cfg.Work(1) // the first load (see Run)
 	return &Service{cfg: cfg, known: map[key]entry{}, kick: make(chan struct{}, 1), reload: make(chan struct{}, 1)}, nil
 }
 
@@ -147,7 +178,13 @@ func (s *Service) Schedule(t persistence.Timer) {
 	top := s.push(t) && s.next().Equal(s.nextOf(t))
 	s.mu.Unlock()
 	if top {
-		s.poke(s.kick)
+		// Work until Run waits for the new due time (see Config.Work).
+		s.cfg.Work(1)
+		select {
+		case s.kick <- struct{}{}:
+		default:
+			s.cfg.Work(-1)
+		}
 	}
 }
 
@@ -223,7 +260,7 @@ func (s *Service) load(ctx context.Context) (bool, error) {
 	// their instances, come first in the read: read past them.
 	limit := s.cfg.BatchLimit + len(s.known)
 	s.mu.Unlock()
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	until := now.Add(s.cfg.Horizon)
 	ts, err := s.cfg.Source.DueTimers(ctx, until, s.cfg.Ownership.Buckets(), limit)
 	s.mu.Lock()
@@ -267,10 +304,13 @@ func (s *Service) load(ctx context.Context) (bool, error) {
 
 // Run fires timers until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	wait := time.NewTimer(0)
-	defer wait.Stop()
+	// Due times are waited for on the Clock, reloads on real time.
+	due := newDueWait(s.cfg.Clock, s.cfg.Work)
+	defer due.stop()
+	reload := time.NewTimer(time.Hour)
+	reload.Stop()
+	defer reload.Stop()
 	reloadEvery := s.cfg.Horizon / 2
-	nextReload := time.Time{}
 	// Loads run on their own goroutine, so that a long read (tens of
 	// thousands of timers) does not hold back the firing of those due
 	// meanwhile; one at a time.
@@ -282,42 +322,62 @@ func (s *Service) Run(ctx context.Context) error {
 	done := make(chan loaded, 1)
 	var loads sync.WaitGroup
 	defer loads.Wait()
-	loading, again := false, false
+	loading, again, first, reloadDue := false, false, true, true
+	defer func() {
+		if first {
+			s.cfg.Work(-1)
+		}
+	}()
+	firedWork := 0
 	for {
-		if !loading && !time.Now().Before(nextReload) {
-			loading, again = true, false
+		if !loading && reloadDue {
+			loading, again, reloadDue = true, false, false
+			s.cfg.Work(1)
 			loads.Go(func() {
-				at := time.Now()
+				at := s.cfg.Clock.Now()
 				cut, err := s.load(ctx)
 				done <- loaded{cut, err, at}
 			})
 		}
-		due := s.fireDue(time.Now())
-		var next time.Time
-		if !loading {
-			next = nextReload
-		}
-		if !due.IsZero() && (next.IsZero() || due.Before(next)) {
-			next = due
-		}
-		var tick <-chan time.Time
+		next := s.fireDue(s.cfg.Clock.Now())
 		if !next.IsZero() {
-			wait.Reset(time.Until(next))
-			tick = wait.C
+			due.reset(next.Sub(s.cfg.Clock.Now()))
+		} else {
+			due.stop()
 		}
+		// What came due has been fired (and woken its instances, which
+		// count as work of their own), and the next due time is waited on.
+		s.cfg.Work(-firedWork)
+		firedWork = 0
 		select {
 		case <-ctx.Done():
 			return nil
 		case l := <-done:
 			loading = false
-			nextReload = s.afterLoad(ctx, l.cut, l.err, l.at, reloadEvery)
+			nextReload := s.afterLoad(ctx, l.cut, l.err, l.at, reloadEvery)
 			if again {
 				nextReload = time.Time{}
 			}
-		case <-tick:
+			reload.Reset(nextReload.Sub(s.cfg.Clock.Now()))
+			s.cfg.Work(-1)
+			if first {
+				first = false
+				s.cfg.Work(-1)
+			}
+		case <-reload.C:
+			reloadDue = true
+		case <-due.c:
+			firedWork++
 		case <-s.kick:
+			firedWork++ // see Schedule
 		case <-s.reload:
-			nextReload, again = time.Time{}, loading
+			if !reload.Stop() {
+				select {
+				case <-reload.C:
+				default:
+				}
+			}
+			reloadDue, again = true, loading
 			s.mu.Lock()
 			for _, h := range []*timerHeap{&s.h, &s.cold} {
 				for i := 0; i < len(*h); {
@@ -331,12 +391,57 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 			s.mu.Unlock()
 		}
-		if tick != nil && !wait.Stop() {
-			select {
-			case <-wait.C:
-			default:
-			}
+	}
+}
+
+// dueWait is a wait on the Clock whose firing counts as work (see
+// Config.Work) from the moment it fires until it is received from c or
+// dropped by stop.
+type dueWait struct {
+	clock Clock
+	work  func(int)
+	c     chan struct{}
+
+	mu     sync.Mutex
+	gen    int // the armed wait's generation: a stale firing is ignored
+	cancel func() bool
+}
+
+func newDueWait(clock Clock, work func(int)) *dueWait {
+	return &dueWait{clock: clock, work: work, c: make(chan struct{}, 1)}
+}
+
+// reset arms the wait for d from now, dropping any earlier one.
+func (w *dueWait) reset(d time.Duration) {
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	gen := w.gen
+	w.cancel = w.clock.AfterFunc(d, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.gen != gen || w.cancel == nil {
+			return
 		}
+		w.cancel = nil
+		w.work(1)
+		w.c <- struct{}{}
+	})
+}
+
+// stop drops the armed wait and a firing not yet received.
+func (w *dueWait) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	if w.cancel != nil {
+		w.cancel()
+		w.cancel = nil
+	}
+	select {
+	case <-w.c:
+		w.work(-1)
+	default:
 	}
 }
 

@@ -27,6 +27,7 @@ var packages = map[string]string{
 	"cluster":     "cluster",
 	"events":      "events",
 	"mailbox":     "mailbox",
+	"norntest":    "norntest",
 	"metrics":     "metrics",
 	"nornmcp":     "nornmcp",
 	"norntype":    "norntype",
