@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -402,6 +403,47 @@ func (e *Env) AwaitStatus(pid actor.PID, want ...actor.Status) actor.Instance {
 		return false, "it is " + string(inst.Status)
 	})
 	return inst
+}
+
+// AwaitReceive waits until instance pid is parked in a receive that takes
+// messages stored under typ (its name or an alias; "" takes any receive),
+// moving the virtual clock whenever the node is idle, and returns that
+// wait: its channel and sender filters, its timeout's due time. It fails
+// the test, saying what the instance waits for instead, if the instance
+// ends or the wait times out.
+func (e *Env) AwaitReceive(pid actor.PID, typ string) actor.Wait {
+	e.t.Helper()
+	what := fmt.Sprintf("instance %s to wait for a message of type %q", pid, typ)
+	if typ == "" {
+		what = fmt.Sprintf("instance %s to wait for a message", pid)
+	}
+	var got actor.Wait
+	e.waitFor(what, func() (bool, string) {
+		inst, err := e.System().Instance(e.ctx, pid)
+		if err != nil {
+			e.t.Fatalf("norntest: %s: %v", what, err)
+		}
+		if inst.Status.Terminal() {
+			e.t.Fatalf("norntest: %s: it ended %s (%s)", what, inst.Status, inst.Error)
+		}
+		var waits []string
+		for _, w := range inst.Waits {
+			if w.Kind == actor.WaitReceive && (typ == "" || len(w.Types) == 0 || slices.Contains(w.Types, typ)) {
+				got = w
+				return true, ""
+			}
+			what, detail := w.Describe()
+			if detail != "" {
+				what += " (" + detail + ")"
+			}
+			waits = append(waits, what)
+		}
+		if len(waits) == 0 {
+			return false, "it is " + string(inst.Status) + " and waits for nothing"
+		}
+		return false, "it waits for " + strings.Join(waits, "; ")
+	})
+	return got
 }
 
 // AwaitEnd waits until instance pid has ended (moving the virtual clock

@@ -62,8 +62,14 @@ func TestApprovalBeforeTimeoutRunsMock(t *testing.T) {
 	norntest.Mock(env, charge, func(_ context.Context, cents int) (string, error) {
 		return "ch-" + time.Duration(cents).String(), nil
 	})
+	start := env.Now()
 	pid := norntest.Spawn(env, approvalFlow, 1000)
 	env.AwaitStatus(pid, actor.StatusWaiting)
+	// What it waits for: an approval, until 48 hours of virtual time.
+	w := env.AwaitReceive(pid, "norntest_test.approval")
+	if !w.Due.Equal(start.Add(48 * time.Hour)) {
+		t.Fatalf("the receive's timeout is due %v, want 48h after %v", w.Due, start)
+	}
 	env.Advance(47 * time.Hour)
 	if err := env.System().Send(env.Ctx(), pid, approval{OK: true}); err != nil {
 		t.Fatal(err)
