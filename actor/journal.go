@@ -369,6 +369,8 @@ func (a *activation) park(recv []*command) bool {
 		select {
 		case <-a.wakeCh:
 			return true
+		case q := <-a.queries:
+			a.answerQuery(q)
 		case o := <-a.inbox:
 			a.outcome(o)
 			return false
