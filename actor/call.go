@@ -382,9 +382,23 @@ func (s *System) call(ctx context.Context, pid PID, req any, opts CallOptions) (
 	if err := s.enter(); err != nil {
 		return callOutput{}, err
 	}
-	_, existed, err := s.create(ctx, def, input, id, "")
+	// The request's send commits with the call's creation (its first
+	// recorded event), so that a call costs no commit of its own for it.
+	callID := newCallID()
+	sendRequest := func(step *persistence.Step) {
+		step.History = append(step.History, persistence.Event{Seq: int64(len(step.History)), Kind: EventSent, Name: in.Target,
+			Ref: callID, Digest: digest(append([]byte(CallChannel+"\x00"+in.Type+"\x00"), payload...)), At: time.Now()})
+		step.Send = append(step.Send, persistence.NewMessage{ID: callID, Channel: CallChannel, Target: in.Target, Sender: id,
+			Type: in.Type, Payload: payload, Metadata: map[string]string{callIDKey: callID, replyToKey: id},
+			MustDeliver: true, Dedupe: true})
+	}
+	_, existed, err := s.create(ctx, def, input, id, "", sendRequest)
 	s.leave()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInstanceDone):
+		// The request's target: the call's creation was refused with it.
+		return callOutput{}, fmt.Errorf("norn: call to %s: %w", pid, errors.Unwrap(err))
+	case err != nil:
 		return callOutput{}, err
 	}
 	inst, err := s.awaitCall(ctx, id)
