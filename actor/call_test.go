@@ -197,7 +197,11 @@ func TestCallTimeoutLateReplyIgnored(t *testing.T) {
 		b, err := actor.Call[balance](ctx, "slow", deposit{Amount: 2}, actor.CallOptions{})
 		return b.Total, err
 	})
-	sys := callNode(t, st, slow, caller)
+	givesUp := actor.Workflow("gives-up", func(ctx *actor.Context, _ int) (int, error) {
+		_, err := actor.Call[balance](ctx, "mute", deposit{Amount: 1}, actor.CallOptions{Timeout: 20 * time.Millisecond})
+		return 0, err
+	})
+	sys := callNode(t, st, slow, caller, givesUp)
 	ctx := testutil.Ctx(t, liveWait)
 	if _, err := actor.Spawn(ctx, sys, slow, 0, actor.WithID("slow")); err != nil {
 		t.Fatal(err)
@@ -216,6 +220,14 @@ func TestCallTimeoutLateReplyIgnored(t *testing.T) {
 	}
 	if _, err := actor.CallFrom[balance](ctx, sys, "mute", deposit{Amount: 1}, actor.CallOptions{Timeout: 20 * time.Millisecond}); !errors.Is(err, actor.ErrCallTimeout) {
 		t.Fatalf("call from outside: %v, want ErrCallTimeout", err)
+	}
+	// A workflow that fails with the timeout: recorded, it is still one.
+	pid, err = actor.Spawn(ctx, sys, givesUp, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := actor.Await(ctx, sys, givesUp, pid); !errors.Is(err, actor.ErrCallTimeout) || !errors.Is(err, actor.ErrTimeout) {
+		t.Fatalf("Await of a workflow whose call timed out: %v, want ErrCallTimeout and ErrTimeout", err)
 	}
 }
 
