@@ -1,7 +1,9 @@
 package actor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -116,6 +118,13 @@ type activation struct {
 	// registered). Its first wait parks without reading the store (see
 	// await). Workflow goroutine only, once launched.
 	quietMail bool
+	// mailSeen is the last message the latest mailbox scan read; waits is
+	// what the instance's row says it is parked on (see noteWaits).
+	mailSeen int64
+	waits    []byte
+	// parked is what the activation waits for in its current park (nil
+	// while it runs): Inspect reads it from other goroutines.
+	parked atomic.Pointer[parkedOn]
 
 	locals map[any]any // Context.SetLocal: rebuilt by replay
 
@@ -145,6 +154,7 @@ func newActivationIn(v *env, s *System, def Definition, inst persistence.Instanc
 		queries: make(chan *queryAsk), exited: make(chan struct{}),
 	}
 	a.ctx = &Context{a: a}
+	a.waits = inst.Waits
 	a.j = journal.New(hist)
 	a.reset(inst, hist)
 	return a
@@ -676,7 +686,14 @@ func (a *activation) passivate() bool {
 	// was read, waiting and free.
 	var err error
 	if a.leased.Load() {
-		_, err = s.store.Apply(s.ctx, persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true})
+		step := persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true}
+		if p := a.parked.Load(); p != nil && p.Hist == a.j.Len() {
+			// What it waits for, for readers without the workflow's
+			// code: this write happens anyway.
+			step.Waits, _ = json.Marshal(p)
+			step.SetWaits = !bytes.Equal(step.Waits, a.waits)
+		}
+		_, err = s.store.Apply(s.ctx, step)
 	}
 	if err == nil || errors.Is(err, persistence.ErrFenced) {
 		a.hook(HookEvent{Kind: HookInstancePassivated})

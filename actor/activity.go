@@ -58,6 +58,9 @@ func (d *ActivityDef[In, Out]) Go(ctx *Context, in In, opts ...CallOption) *Futu
 	call := &activityCall{name: d.name, id: id, digest: digest(input), retry: d.retry,
 		run:     func(ctx context.Context) (any, error) { return d.fn(ctx, in) },
 		timeout: d.timeout}
+	if d.txfn != nil {
+		call.runTx = func(ctx context.Context, tx Tx) (any, error) { return d.txfn(ctx, tx, in) }
+	}
 	call.encode = func(v any) ([]byte, error) {
 		b, err := a.env.encode(v.(Out))
 		if err != nil {
@@ -108,6 +111,7 @@ type activityCall struct {
 	retry    supervisor.RetryPolicy
 	timeout  time.Duration
 	run      func(context.Context) (any, error)
+	runTx    func(context.Context, Tx) (any, error) // a transactional activity's (see startTxAttempt)
 	encode   func(any) ([]byte, error)
 
 	deferred bool      // issued during replay; starts when replay ends
@@ -173,6 +177,10 @@ type attemptResult struct {
 // before the attempt's side effects start.
 func (a *activation) startAttempt(c *command) {
 	call := c.act
+	if call.runTx != nil {
+		a.startTxAttempt(c)
+		return
+	}
 	if a.inst.Status == persistence.StatusWaiting && a.pending.Status == "" {
 		a.pending.Status = persistence.StatusRunning // see markParked
 	}

@@ -100,7 +100,7 @@ func (s *System) outgoing(o Outgoing) (persistence.NewMessage, error) {
 		if err != nil {
 			return m, err
 		}
-		m.Payload, m.Type = b, messageType(o.Message)
+		m.Payload, m.Type = b, s.messageType(o.Message)
 	}
 	if err := s.checkPayload("message", m.Payload); err != nil {
 		return m, err

@@ -116,7 +116,7 @@ func Call[Resp any](ctx *Context, pid PID, req any, opts CallOptions) (Resp, err
 	if err := a.env.checkPayload("request", payload); err != nil {
 		return zero, err
 	}
-	m, err := a.call(pid, messageType(req), payload, opts.Timeout)
+	m, err := a.call(pid, a.env.messageType(req), payload, opts.Timeout)
 	if err != nil {
 		return zero, err
 	}
@@ -217,7 +217,7 @@ func (r *Request[T]) Reply(ctx *Context, resp any) error {
 	if err := ctx.a.env.checkPayload("reply", payload); err != nil {
 		return err
 	}
-	return ctx.a.reply(r.ID, r.From, messageType(resp), payload, "")
+	return ctx.a.reply(r.ID, r.From, ctx.a.env.messageType(resp), payload, "")
 }
 
 // Fail answers the request with an error, which the caller's Call returns
@@ -364,7 +364,7 @@ func (s *System) call(ctx context.Context, pid PID, req any, opts CallOptions) (
 	if err := s.checkPayload("request", payload); err != nil {
 		return callOutput{}, err
 	}
-	in := callInput{Target: string(pid), Type: messageType(req), Payload: payload, Timeout: timeout}
+	in := callInput{Target: string(pid), Type: s.messageType(req), Payload: payload, Timeout: timeout}
 	input, err := json.Marshal(in)
 	if err != nil {
 		return callOutput{}, fmt.Errorf("norn: encode call: %w", err)

@@ -365,7 +365,7 @@ func (s *System) put(ctx context.Context, m persistence.NewMessage, msg any, opt
 	if err := s.checkPayload("message", payload); err != nil {
 		return "", err
 	}
-	m.Payload, m.Type = payload, messageType(msg)
+	m.Payload, m.Type = payload, s.messageType(msg)
 	if err := checkNotReserved(m.Channel, m.Type); err != nil {
 		return "", err
 	}

@@ -145,17 +145,20 @@ func (c *Context) send(channel string, pid PID, msg any, opts []SendOption) erro
 	if err := a.env.checkPayload("message", payload); err != nil {
 		return err
 	}
-	typ := messageType(msg)
+	typ := a.env.messageType(msg)
 	if err := checkNotReserved(channel, typ); err != nil {
 		return err
 	}
-	e := a.immediate(EventSent, string(pid), digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...)), func() persistence.Event {
+	var digs []string
+	for _, t := range a.env.messageTypes(msg) {
+		digs = append(digs, digest(append([]byte(channel+"\x00"+t+"\x00"), payload...)))
+	}
+	e := a.immediateOf(EventSent, string(pid), digs, func() persistence.Event {
 		id, dedupe := cfg.id, cfg.id != ""
 		if !dedupe {
 			id = newMessageID()
 		}
-		return a.effect(persistence.Event{Kind: EventSent, Name: string(pid), Ref: id,
-			Digest: digest(append([]byte(channel+"\x00"+typ+"\x00"), payload...))}, func(p *persistence.Step) {
+		return a.effect(persistence.Event{Kind: EventSent, Name: string(pid), Ref: id, Digest: digs[0]}, func(p *persistence.Step) {
 			p.Send = append(p.Send, persistence.NewMessage{ID: id, Channel: channel, Target: string(pid), Sender: a.id,
 				Type: typ, Payload: payload, Metadata: cfg.metadata, MustDeliver: true, Dedupe: dedupe})
 		})
@@ -186,12 +189,16 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 	if err := a.env.checkPayload("message", payload); err != nil {
 		return "", err
 	}
-	typ := messageType(msg)
+	typ := a.env.messageType(msg)
 	if err := checkNotReserved(channel, typ); err != nil {
 		return "", err
 	}
-	dig := digest(append([]byte(typ+"\x00"), payload...))
-	e := a.immediate(EventPublished, channel, dig, func() persistence.Event {
+	var digs []string
+	for _, t := range a.env.messageTypes(msg) {
+		digs = append(digs, digest(append([]byte(t+"\x00"), payload...)))
+	}
+	dig := digs[0]
+	e := a.immediateOf(EventPublished, channel, digs, func() persistence.Event {
 		id, dedupe := cfg.id, cfg.id != ""
 		if !dedupe {
 			id = newMessageID()

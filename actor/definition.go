@@ -76,6 +76,7 @@ type ActivityDef[In, Out any] struct {
 	retry        supervisor.RetryPolicy
 	timeout      time.Duration
 	compensation func(context.Context, In, Out) error
+	txfn         func(context.Context, Tx, In) (Out, error) // set for a transactional activity (TxActivity)
 }
 
 // ActivityOption configures an activity.

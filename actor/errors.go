@@ -399,8 +399,6 @@ func isCtxErr(err error) bool {
 // long, invalid UTF-8, NUL). Such a call records nothing: it fails the same
 // way on every replay.
 func validID(field, v string) error {
-	if err := persistence.ValidateID(field, v); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
-	}
-	return nil
+	// A *persistence.InvalidError already is ErrInvalidInput and says so.
+	return persistence.ValidateID(field, v)
 }

@@ -21,6 +21,9 @@ func (s *System) instance(in persistence.Instance) Instance {
 	out := Instance{ID: in.ID, Workflow: in.Workflow, Status: in.Status, Input: in.Input, Error: in.Error,
 		Parent: in.Parent, CancelReason: in.CancelReason, Restarts: in.Restarts, Run: in.Run, HistoryLen: in.HistoryLen,
 		CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt}
+	if p := s.parkedOnOf(in); p != nil {
+		out.Waits = p.Waits
+	}
 	if in.LeaseOwner != "" && time.Now().Before(in.LeaseExpires) {
 		out.Node = in.LeaseOwner
 	}

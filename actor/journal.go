@@ -114,11 +114,23 @@ func (a *activation) nondet(e persistence.Event, got string) {
 // it; live it lets fn record the event and returns what was recorded. The
 // caller decodes its answer from the returned event either way.
 func (a *activation) immediate(kind, name, dig string, fn func() persistence.Event) persistence.Event {
+	return a.immediateOf(kind, name, []string{dig}, fn)
+}
+
+// immediateOf is immediate for a call whose input had other digests in
+// earlier builds (a message type's earlier names): replay accepts any of
+// digs, and a live run records digs[0].
+func (a *activation) immediateOf(kind, name string, digs []string, fn func() persistence.Event) persistence.Event {
 	a.must(a.j.SkipMarkers())
 	if a.replaying() {
-		e, err := a.j.Next(kind, name, dig)
+		var err error
+		for _, dig := range digs {
+			var e persistence.Event
+			if e, err = a.j.Next(kind, name, dig); err == nil {
+				return e
+			}
+		}
 		a.must(err)
-		return e
 	}
 	return fn()
 }
@@ -346,6 +358,7 @@ func (a *activation) dropPendingTimer(id string) bool {
 // mailbox may have changed. Shutdown and passivation unwind the goroutine.
 func (a *activation) park(recv []*command) bool {
 	a.markParked()
+	a.noteWaits(recv)
 	a.flush()
 	a.releaseSlot()
 	var due <-chan time.Time
@@ -485,7 +498,7 @@ func (a *activation) hookOnCommit(e HookEvent) {
 func (a *activation) pendingEmpty() bool {
 	p := &a.pending
 	return len(a.j.Pending()) == 0 && len(p.Consume) == 0 && len(p.Claim) == 0 && len(p.Send) == 0 && len(p.Subscribe) == 0 &&
-		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == ""
+		len(p.Unsubscribe) == 0 && len(p.AddTimers) == 0 && len(p.CancelTimers) == 0 && len(p.FireTimers) == 0 && p.Status == "" && !p.SetWaits
 }
 
 // commit applies the pending step and returns the store's error.
@@ -503,6 +516,18 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 	if a.pendingEmpty() && (!lease || a.leased.Load()) {
 		return persistence.StepResult{}, nil
 	}
+	step, take := a.nextStep()
+	res, err := a.sys.store.Apply(a.env.ctx, step)
+	if err != nil {
+		return res, err
+	}
+	a.committed(step, res, take)
+	return res, nil
+}
+
+// nextStep is the step that commits what is pending, and whether it takes
+// the lease.
+func (a *activation) nextStep() (persistence.Step, bool) {
 	a.quietMail = false
 	step := a.pending
 	step.History = a.j.Pending()
@@ -514,13 +539,18 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 		// startAttempt), so the status costs no write between two parks.
 		step.Status = persistence.StatusWaiting
 	}
-	res, err := a.sys.store.Apply(a.env.ctx, step)
-	if err != nil {
-		return res, err
-	}
+	return step, take
+}
+
+// committed updates the activation for step (made by nextStep), which
+// committed with res.
+func (a *activation) committed(step persistence.Step, res persistence.StepResult, take bool) {
 	a.tookLease(take)
 	if step.Status != "" {
 		a.inst.Status = step.Status
+	}
+	if step.SetWaits {
+		a.waits = step.Waits
 	}
 	a.pending = persistence.Step{}
 	a.j.Committed()
@@ -538,7 +568,6 @@ func (a *activation) commitStep(lease bool) (persistence.StepResult, error) {
 			a.hook(e)
 		}
 	}
-	return res, nil
 }
 
 // flush commits the pending step; a failure unwinds the workflow goroutine

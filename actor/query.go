@@ -185,6 +185,12 @@ type MailboxMessage struct {
 	// Queued marks a message in a competing channel's queue: the instance
 	// is one of the consumers that may take it.
 	Queued bool
+	// Unmatched: the instance is parked and no receive it waits in takes
+	// this message (its type, channel or sender is refused, or the
+	// instance looked at it and left it: a message without a type that
+	// does not decode strictly into the receive's type, or one a Match
+	// filter refused). It stays until a later receive takes it.
+	Unmatched bool
 }
 
 // Mailbox reads up to limit messages waiting for the instance, in arrival
@@ -205,10 +211,14 @@ func (s *System) Mailbox(ctx context.Context, pid PID, limit int) ([]MailboxMess
 	if len(msgs) == 0 {
 		return nil, s.exists(ctx, pid)
 	}
+	var parked *parkedOn
+	if inst, err := s.store.Instance(ctx, string(pid)); err == nil {
+		parked = s.parkedOnOf(inst)
+	}
 	out := make([]MailboxMessage, len(msgs))
 	for i, m := range msgs {
 		out[i] = MailboxMessage{Seq: m.Seq, ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type, Payload: m.Payload,
-			Metadata: m.Metadata, PublishedAt: m.PublishedAt, Queued: m.Target == ""}
+			Metadata: m.Metadata, PublishedAt: m.PublishedAt, Queued: m.Target == "", Unmatched: parked.unmatched(m, string(pid))}
 	}
 	return out, nil
 }

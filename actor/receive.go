@@ -31,6 +31,8 @@ type receiveCall struct {
 	id   string
 	spec mailbox.Spec
 	typ  string // message type T matches ("" matches any)
+	// aliases are T's other names (Config.Messages).
+	aliases []string
 	// untyped decides whether a message stored without a type decodes
 	// strictly into T (see strictDecoder); nil takes any.
 	untyped func([]byte) bool
@@ -51,14 +53,14 @@ func (r *receiveCall) advance(e persistence.Event) error {
 
 // accept is what the receive accepts, as the mailbox's selection sees it.
 func (r *receiveCall) accept() mailbox.Receive {
-	return mailbox.Receive{Type: r.typ, Spec: r.spec, Untyped: r.untyped}
+	return mailbox.Receive{Type: r.typ, Aliases: r.aliases, Spec: r.spec, Untyped: r.untyped}
 }
 
 // matches applies the receive's type and filters to a message recorded as
 // taken. It leaves out the strict check of untyped messages, so that a
 // history written before that check replays as it ran.
 func (r *receiveCall) matches(m mailbox.Message) bool {
-	return mailbox.Receive{Type: r.typ, Spec: r.spec}.Accepts(m)
+	return mailbox.Receive{Type: r.typ, Aliases: r.aliases, Spec: r.spec}.Accepts(m)
 }
 
 // Receive consumes the first message in the mailbox (arrival order) whose
@@ -89,7 +91,8 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 		return failedFuture[Received[T]](a, ErrCancelled)
 	}
 	spec := mailbox.NewSpec(filters...)
-	r := &receiveCall{id: id, spec: spec, typ: typeNameFor[T](), timeout: spec.Timeout, untyped: strictDecoder[T](a.env.codec)}
+	typ, aliases := receiveTypes[T](a.env)
+	r := &receiveCall{id: id, spec: spec, typ: typ, aliases: aliases, timeout: spec.Timeout, untyped: strictDecoder[T](a.env.codec)}
 	c := newCommand(journal.ReceiveKey(id))
 	c.recv = r
 	c.Advance = r.advance
@@ -127,6 +130,12 @@ func (a *activation) scanMail(recv []*command) bool {
 			a.fail(err)
 		}
 		a.checkLinks(recv, all)
+		for i := len(all) - 1; i >= 0; i-- {
+			if all[i].Target == a.id { // not a competing queue's: others may take those
+				a.mailSeen = max(a.mailSeen, all[i].Seq)
+				break
+			}
+		}
 		msgs := a.sys.claims.Unclaimed(a, all)
 		for _, c := range recv {
 			if c.Done() {

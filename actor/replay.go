@@ -23,6 +23,12 @@ func ReplayErrors(defs ...ErrorDef) ReplayOption {
 	return func(cfg *Config) { cfg.Errors = append(cfg.Errors, defs...) }
 }
 
+// ReplayMessages registers the message names the node registered
+// (Config.Messages), so that receives match what they matched live.
+func ReplayMessages(names ...MessageName) ReplayOption {
+	return func(cfg *Config) { cfg.Messages = append(cfg.Messages, names...) }
+}
+
 // Replay runs today's code of wf against a recorded history, without side
 // effects: no activity runs, nothing is written, no message is sent. It
 // returns nil if the code asks for exactly what history recorded, in order,
@@ -34,8 +40,15 @@ func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// The defaults too: a replayed send checks its payload against
+	// MaxPayload as the live one did.
+	cfg = cfg.withDefaults()
 	cfg.Hooks = nopHooks{}
-	v := &env{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf},
+	names, err := newMessageNames(cfg.Messages)
+	if err != nil {
+		return err
+	}
+	v := &env{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf}, names: names,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	hist := make([]persistence.Event, len(history))
 	for i, e := range history {
@@ -64,7 +77,7 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 	if err != nil {
 		return err
 	}
-	v := &env{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	v := &env{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, names: s.names, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	v.cfg.Hooks = nopHooks{}
 	return replay(v, def, hist)
 }

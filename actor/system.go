@@ -102,6 +102,11 @@ type Config struct {
 	// instance, and an instance written with another codec stops with an
 	// error instead of being misread.
 	Codec Codec
+	// Messages give message types names that survive renaming and moving
+	// the Go type, with aliases for the names earlier builds used (see
+	// Message). Types not listed are stored under the name they give
+	// themselves (MessageTyper, protobuf) or their Go type name.
+	Messages []MessageName
 	// Errors are the application errors that keep their identity through
 	// history (see Sentinel and ErrorType): a workflow, and Await, can match
 	// them with errors.Is / errors.As on the first run and after a restart.
@@ -194,6 +199,7 @@ type env struct {
 	cfg   Config
 	codec Codec
 	defs  map[string]Definition
+	names *messageNames // Config.Messages
 	log   *slog.Logger
 }
 
@@ -353,9 +359,13 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		return nil, fmt.Errorf("%w: the workflow name %q is the runtime's (calls from outside)", ErrInvalidInput, callWorkflowName)
 	}
 	defs[callWorkflowName] = newCallWorkflow()
+	names, err := newMessageNames(cfg.Messages)
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	s := &System{
-		env:   env{cfg: cfg, defs: defs, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec},
+		env:   env{cfg: cfg, defs: defs, names: names, log: cfg.Logger.With("node", cfg.NodeID), codec: cfg.Codec},
 		store: cfg.Store,
 		acts:  map[string]*activation{}, starts: starts.New(cfg.MaxActivating), waiters: map[string][]chan *persistence.Instance{},
 		competing: compete.NewRouter[*activation](),

@@ -12,9 +12,9 @@ type PID = norntype.PID
 // Status is the lifecycle state of an instance.
 type Status = norntype.Status
 
-// Instance statuses. Running covers executing and parked activations;
-// Waiting means passivated (no activation; mail, a timer or a cancel brings
-// it back).
+// Instance statuses. Running: executing, or an activity is in flight.
+// Waiting: parked in a receive, a timer or an await (with or without a
+// live activation; mail, a timer or a cancel carries it on).
 const (
 	StatusRunning      = norntype.StatusRunning
 	StatusWaiting      = norntype.StatusWaiting
@@ -44,4 +44,18 @@ const (
 	TimerSleep   = norntype.TimerSleep
 	TimerReceive = norntype.TimerReceive
 	TimerRetry   = norntype.TimerRetry
+)
+
+// Wait is one thing a parked instance waits for (Instance.Waits).
+type Wait = norntype.Wait
+
+// WaitKind is what a parked instance waits for.
+type WaitKind = norntype.WaitKind
+
+// Wait kinds.
+const (
+	WaitReceive  = norntype.WaitReceive
+	WaitTimer    = norntype.WaitTimer
+	WaitChild    = norntype.WaitChild
+	WaitActivity = norntype.WaitActivity
 )

@@ -53,6 +53,7 @@ func TestWorkloads(t *testing.T) {
 				"queue":    {"dup", "lost", "unknown"},
 				"fanout":   {"missing"},
 				"ingress":  {"lost"},
+				"mcp":      {"wrong"},
 				"outbox":   {"dup", "lost", "unknown"},
 				"failover": {"fired_twice", "lost", "ran_on_killed"},
 			}[w.name] {

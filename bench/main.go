@@ -43,7 +43,7 @@ type options struct {
 	DueWithin          time.Duration // timers: all due within this window, -sleep-min after the start
 	PassivateAfter     time.Duration // Config.PassivateAfter; 0: the workload's choice
 	Spawners           int           // goroutines spawning instances
-	Clients            int           // ingress: concurrent HTTP clients
+	Clients            int           // ingress: concurrent HTTP clients; mcp: MCP clients
 	Timeout            time.Duration // bound of each waiting phase
 	BaselineBatch      int           // rows per transaction of the raw baseline
 	HeapProfile        string        // written where idle/timers measure passivated memory
@@ -134,6 +134,7 @@ type workload struct {
 func workloads() []workload {
 	return []workload{
 		{"chain", runChain},
+		{"chaintx", runChainTx},
 		{"pingpong", runPingPong},
 		{"queue", runQueue},
 		{"fanout", runFanout},
@@ -154,6 +155,7 @@ func workloads() []workload {
 		{"call", runCall},
 		{"crosscall", runCrossCall},
 		{"query", runQuery},
+		{"mcp", runMCP},
 	}
 }
 
@@ -183,7 +185,7 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, stats, cli, viewer, history, retry, purge, or all")
+	name := fs.String("workload", "", "workload to run: chain, chaintx, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, stats, cli, viewer, history, retry, purge, mcp, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")
@@ -198,7 +200,7 @@ func run() int {
 	fs.IntVar(&o.Prefetch, "prefetch", 1, "queue: messages each consumer takes per claim (mailbox.Prefetch; 1: one at a time)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers; outbox: emit all events before starting the relayer (measures draining)")
 	fs.IntVar(&o.S, "s", 0, "fanout: subscribers (100)")
-	fs.IntVar(&o.Clients, "clients", 0, "ingress: concurrent HTTP clients (16)")
+	fs.IntVar(&o.Clients, "clients", 0, "ingress: concurrent HTTP clients (16); mcp: concurrent MCP clients (8)")
 	fs.IntVar(&o.K, "k", 0, "timers: sleeping instances (10000)")
 	fs.IntVar(&o.Pending, "pending", 100000, "timers: instances sleeping an hour in the second phase (0 skips it)")
 	fs.DurationVar(&o.SleepMin, "sleep-min", time.Second, "timers: shortest sleep")

@@ -120,6 +120,7 @@ func commands(t *testing.T, url string) {
 			Subscriptions []struct{ Channel, Mode string }
 			Timers        []struct{ Kind string }
 			Children      []string
+			Waits         []actor.Wait
 		}
 		r := norn(t, env, "show", "--json", "order-1").ok(t)
 		if err := json.Unmarshal([]byte(r.stdout), &info); err != nil {
@@ -135,6 +136,12 @@ func commands(t *testing.T, url string) {
 		if info.MailboxDepth != 1 || len(info.Subscriptions) != 1 || info.Subscriptions[0].Mode != "broadcast" ||
 			len(info.Timers) != 1 || info.Timers[0].Kind != "receive" {
 			t.Errorf("show order-4 --json: %+v", info)
+		}
+		// What it waits for, read from the store by a command that does not
+		// have the workflow's code.
+		if len(info.Waits) != 1 || info.Waits[0].Kind != actor.WaitReceive || !slices.Contains(info.Waits[0].Types, "cli_test.Approval") ||
+			info.Waits[0].Due.IsZero() {
+			t.Errorf("show order-4 --json: waits %+v", info.Waits)
 		}
 		var batch struct{ Children []string }
 		r = norn(t, env, "show", "batch-1", "--json").ok(t)
@@ -178,12 +185,14 @@ func commands(t *testing.T, url string) {
 			ID, Channel, Type string
 			Payload           string
 			Queued            bool
+			Unmatched         bool
 		}
 		r := norn(t, env, "mailbox", "order-4", "--json").ok(t)
 		if err := json.Unmarshal([]byte(r.stdout), &msgs); err != nil {
 			t.Fatal(err)
 		}
-		if len(msgs) != 1 || msgs[0].ID != "news-1" || msgs[0].Channel != "news" || msgs[0].Payload != "hello" || msgs[0].Queued {
+		if len(msgs) != 1 || msgs[0].ID != "news-1" || msgs[0].Channel != "news" || msgs[0].Payload != "hello" || msgs[0].Queued ||
+			!msgs[0].Unmatched {
 			t.Errorf("mailbox order-4 --json: %+v", msgs)
 		}
 	})
@@ -642,8 +651,15 @@ func TestSendReachesWorkflow(t *testing.T) {
 		return err == nil && in.Status == persistence.StatusWaiting
 	})
 	env := []string{cli.StoreEnv + "=" + url}
-	norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
-	norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	// The command warns that order-9's receive does not take the first.
+	r := norn(t, env, "send", "order-9", `{"ok": false}`, "--type", "other.Thing", "--id", "wrong").ok(t)
+	if !strings.Contains(r.stderr, "warning: order-9 waits for a message of type cli_test.Approval") {
+		t.Errorf("send of another type: stderr %q, want a warning", r.stderr)
+	}
+	r = norn(t, env, "send", "order-9", `{"ok": true}`, "--type", "cli_test.Approval", "--id", "right").ok(t)
+	if r.stderr != "" {
+		t.Errorf("send of the awaited type: stderr %q", r.stderr)
+	}
 	out, err := actor.Await(ctx, sys, orderFlow, pid)
 	if err != nil || out.Total != 10 {
 		t.Fatalf("order-9 = %+v, %v", out, err)

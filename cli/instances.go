@@ -107,6 +107,8 @@ type showJSON struct {
 	MailboxDepth  int                `json:"mailbox_depth"`
 	Subscriptions []subscriptionJSON `json:"subscriptions"`
 	Timers        []timerJSON        `json:"timers"`
+	// Waits is what a waiting instance is parked on.
+	Waits []norntype.Wait `json:"waits"`
 	// Children are the IDs of the first maxChildren children, newest
 	// first; MoreChildren says there are more.
 	Children     []string `json:"children"`
@@ -135,7 +137,7 @@ func (e *env) printInstance(info actor.InstanceInfo, timers []norntype.Timer, ch
 			ts[i] = toTimerJSON(t)
 		}
 		return e.writeJSON(showJSON{instanceJSON: toInstanceJSON(info.Instance), MailboxDepth: info.MailboxDepth, Subscriptions: subs,
-			Timers: ts, Children: kids, MoreChildren: children.Next != ""})
+			Timers: ts, Children: kids, MoreChildren: children.Next != "", Waits: waitsOrEmpty(info.Waits)})
 	}
 	pending := fmt.Sprintf("%d pending", len(timers))
 	if len(timers) > 0 {
@@ -161,6 +163,7 @@ func (e *env) printInstance(info actor.InstanceInfo, timers []norntype.Timer, ch
 		{"Mailbox", fmt.Sprintf("%d waiting", info.MailboxDepth)},
 		{"Channels", strings.Join(names, ", ")},
 		{"Timers", pending},
+		{"Waits for", describeWaits(info.Waits)},
 		{"Children", nkids},
 		{"Input", preview(in.Input, 200)},
 		{"Output", preview(in.Output, 200)},
@@ -170,6 +173,31 @@ func (e *env) printInstance(info actor.InstanceInfo, timers []norntype.Timer, ch
 		t.row(kv[0]+":", kv[1])
 	}
 	return t.flush()
+}
+
+func waitsOrEmpty(w []norntype.Wait) []norntype.Wait {
+	if w == nil {
+		return []norntype.Wait{}
+	}
+	return w
+}
+
+// describeWaits says what a parked instance waits for, one wait after
+// another.
+func describeWaits(waits []norntype.Wait) string {
+	var out []string
+	for _, w := range waits {
+		what, detail := w.Describe()
+		s := what
+		if detail != "" {
+			s += " (" + detail + ")"
+		}
+		if !w.Due.IsZero() {
+			s += ", until " + fmtTime(w.Due)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
 }
 
 func historyCommand() *command {

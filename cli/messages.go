@@ -186,7 +186,10 @@ func sendCommand() *command {
 		name: "send", synopsis: "ID [CHANNEL] JSON", summary: "send a message to an instance (by PID, or direct on a channel)",
 		help: `JSON is the message as JSON text, @FILE to read it from a file, or - to
 read it from stdin. The command returns once the message is durable.
-Exits 3 if there is no such instance, 1 if it has ended.`,
+It warns when the instance is parked in receives that do not take the
+message (another type, channel or sender): it then waits in the mailbox
+for a later receive. Exits 3 if there is no such instance, 1 if it has
+ended.`,
 		setup: func(e *env, fs *flag.FlagSet) func([]string) error {
 			mf := addMessageFlags(fs, false)
 			return func(args []string) error {
@@ -218,11 +221,35 @@ Exits 3 if there is no such instance, 1 if it has ended.`,
 						return fmt.Errorf("send to %s: %w", pid, err)
 					}
 					s.Duplicate = r.Duplicate
+					if inst, err := c.sys.Instance(e.ctx, norntype.PID(pid)); err == nil && !r.Duplicate {
+						warnNotAwaited(e, inst, mf.typ, channel)
+					}
 					return e.printSent(s)
 				})
 			}
 		},
 	}
+}
+
+// warnNotAwaited warns when no receive inst is parked in takes a message
+// of type typ on channel from outside.
+func warnNotAwaited(e *env, inst norntype.Instance, typ, channel string) {
+	if inst.Status != norntype.StatusWaiting || len(inst.Waits) == 0 {
+		return
+	}
+	for _, w := range inst.Waits {
+		if w.MayTake(typ, channel, "") {
+			return
+		}
+	}
+	what := typ
+	if what == "" {
+		what = "without a type"
+	} else {
+		what = "of type " + what
+	}
+	fmt.Fprintf(e.stderr, "warning: %s waits for %s; no receive it waits in takes this message (%s): it stays in the mailbox\n",
+		inst.ID, describeWaits(inst.Waits), what)
 }
 
 func publishCommand() *command {

@@ -22,6 +22,19 @@
 // extension values that are strings, booleans or 32-bit integers, data or
 // data_base64 but not both, no member given twice.
 //
+// CloudEvents 0.3 is accepted as well, in every mode, and stored as the 1.0
+// event sdk-go maps it to, so that workflows see one version: specversion
+// becomes 1.0, schemaurl becomes dataschema, and in structured mode
+// datacontentencoding "base64" says that data holds the base64 text of the
+// bytes, which are decoded and then carried as 1.0 carries binary data
+// (data_base64); the encoding attribute itself is dropped. A 0.3 schemaurl
+// must be an absolute URI, since 1.0's dataschema is. The 1.0 names
+// dataschema and data_base64 in a 0.3 event, ce-datacontentencoding in
+// binary mode (the body is the data as is), a datacontentencoding other
+// than base64, and any other specversion are refused with 400 naming the
+// attribute. In a 1.0 event, schemaurl and datacontentencoding are
+// ordinary extensions.
+//
 // # Routing
 //
 // An event is published on the channel named by its type. The message's
@@ -67,8 +80,12 @@
 // # Outbox
 //
 // Emit records an outgoing event in the outbox, in the transaction of the
-// workflow step that emits it: a step that fails emits nothing, a committed
-// one is always relayed. A Relayer claims pending events from the store,
+// workflow step that emits it: a step that is not committed (the workflow
+// panicked, the process crashed, the commit failed) emits nothing, and is
+// run again from history; a committed one is always relayed. A workflow
+// that returns an error commits its last step with the failure, so the
+// events it emitted before are sent: emit news of success after the work
+// succeeded, and news of failure in the failure path (see Emit). A Relayer claims pending events from the store,
 // sends them to a Sink (HTTPSink: binary or structured mode) and records
 // the outcome: sent; invalid (the sink refused it for good, 4xx), kept
 // visible and never retried; or, after transient failures retried with

@@ -45,11 +45,28 @@ func WithEventID(id string) EmitOption {
 }
 
 // Emit sends a CloudEvent from inside a workflow, through the outbox: the
-// event is recorded in the transaction of the workflow's current step, so
-// that it is relayed (by a Relayer) if and only if that step commits. A
-// workflow that fails before its next durable wait emits nothing; one that
-// commits emits the event at least once, however often the process or the
-// sink fails. It returns the event's ID.
+// event is recorded with the call in the workflow's history, in the
+// transaction of the workflow's current step, so that it is relayed (by a
+// Relayer) if and only if that step commits, and then at least once,
+// however often the process or the sink fails. It returns the event's ID.
+//
+// A step commits at the workflow's next durable wait (Receive, Sleep, an
+// activity …) and at its end, whatever the end: an event emitted before
+// the workflow returns an error is sent, committed with the failure (or,
+// in a saga, with the step that starts the compensations), just as one
+// emitted before it completes or is cancelled. Only a panic, a crash or a
+// failed commit drops the steps since the last commit and their events: the
+// workflow runs again from history and emits them again, under the same
+// IDs, or, past its restart budget, ends failed without them.
+//
+// A returned error keeps its events because they are part of the failed
+// run's recorded history: Retry resumes from that history without emitting
+// again, so an event dropped at the failure would be lost for good when
+// the retried run succeeds; and the failure path is where a workflow
+// announces its failure (emit "order.failed", then return the error). So
+// emit an event that announces success only once the work it announces
+// has succeeded, and take back one already sent with an event of its own
+// in the failure path or in a compensation.
 //
 // Emit completes the event before recording it: specversion becomes 1.0;
 // an empty source becomes "norn://<instance ID>"; an empty time becomes

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/nornlabs/norn/events"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/postgres"
 	"github.com/nornlabs/norn/supervisor"
 )
 
@@ -333,5 +336,144 @@ func TestEmitAfterFailedCommit(t *testing.T) {
 	recs := outbox(t, st)
 	if len(recs) != 2 || recs[0].ID != "retried-commit/emit:1" || recs[1].ID != "retried-commit/emit:2" || len(ids) != 2 || ids[0] != recs[0].ID {
 		t.Fatalf("outbox %+v, Emit returned %v; want retried-commit/emit:1 and 2, once each", recs, ids)
+	}
+}
+
+// errDeclined is what failFlow's workflow returns.
+var errDeclined = errors.New("payment declined")
+
+// chargeCard fails for good: the activity of the failure-path case.
+var chargeCard = actor.Activity("charge-card", func(context.Context, string) (int, error) {
+	return 0, errDeclined
+}, actor.WithRetry(supervisor.NoRetry()))
+
+// reserveStock is a compensable activity: the saga case.
+var reserveStock = actor.Activity("reserve-stock", func(context.Context, string) (int, error) {
+	return 1, nil
+}, actor.WithCompensation(func(context.Context, string, int) error { return nil }))
+
+// failFlow emits and then fails by returning an error, in four ways:
+// "return" emits and returns at once; "wait" emits, waits durably, then
+// returns; "saga" reserves (compensably), emits and returns, so that the
+// compensation runs; "announce" announces the failure of an activity
+// before returning it.
+var failFlow = actor.Workflow("failer", func(ctx *actor.Context, mode string) (int, error) {
+	e := event.New()
+	e.SetType("com.example.order.confirmed")
+	if mode == "saga" {
+		if _, err := reserveStock.Run(ctx, "o-1"); err != nil {
+			return 0, err
+		}
+	}
+	if mode == "announce" {
+		if _, err := chargeCard.Run(ctx, "o-1"); err != nil {
+			e.SetType("com.example.order.failed")
+			if err := e.SetData(event.TextPlain, "o-1"); err != nil {
+				return 0, err
+			}
+			if _, err := events.Emit(ctx, e); err != nil {
+				return 0, err
+			}
+			return 0, err
+		}
+		return 1, nil
+	}
+	if _, err := events.Emit(ctx, e); err != nil {
+		return 0, err
+	}
+	if mode == "wait" {
+		if err := ctx.Sleep(time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	return 0, errDeclined
+})
+
+// TestEmitThenReturnError: an event emitted before the workflow returns an
+// error is sent (it commits with the failure, or with the step that starts
+// the saga's compensations), whether or not a durable wait came in
+// between, and an event announcing the failure is sent too.
+// Retry resumes from the failed run's history, which holds the emit: the
+// event is neither lost nor emitted twice. On SQLite and PostgreSQL.
+func TestEmitThenReturnError(t *testing.T) {
+	noLeaks(t)
+	stores := map[string]func(t *testing.T) persistence.Store{
+		"sqlite": openSQLite,
+		"postgres": func(t *testing.T) persistence.Store {
+			st, err := postgres.Open(testutil.Ctx(t, time.Minute), testutil.PostgresURL(t), postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+	}
+	cases := []struct{ mode, typ, data string }{
+		{"return", "com.example.order.confirmed", ""},
+		{"wait", "com.example.order.confirmed", ""},
+		{"saga", "com.example.order.confirmed", ""},
+		{"announce", "com.example.order.failed", "o-1"},
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			st := stores[name](t)
+			sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(failFlow)})
+			ctx := testutil.Ctx(t, time.Minute)
+			for _, c := range cases {
+				pid, err := actor.Spawn(ctx, sys, failFlow, c.mode, actor.WithID("fail-"+c.mode))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inst, err := sys.AwaitDone(ctx, pid)
+				if err != nil || inst.Status != persistence.StatusFailed || !strings.Contains(inst.Error, errDeclined.Error()) {
+					t.Fatalf("%s: ended %s (%q), %v; want failed with %q", c.mode, inst.Status, inst.Error, err, errDeclined)
+				}
+				recs, err := st.(persistence.Outbox).ListOutbox(ctx, "", "", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mine []persistence.OutboxRecord
+				for _, r := range recs {
+					if r.Instance == string(pid) {
+						mine = append(mine, r)
+					}
+				}
+				if len(mine) != 1 || mine[0].ID != string(pid)+"/emit:1" || mine[0].Type != c.typ || mine[0].Status != persistence.OutboxPending {
+					t.Fatalf("%s: outbox %+v; want one pending %s event %s/emit:1", c.mode, mine, c.typ, pid)
+				}
+				if c.mode == "saga" {
+					hist, err := sys.HistoryPage(ctx, pid, 0, 0)
+					if err != nil || !slices.ContainsFunc(hist, func(h actor.HistoryEvent) bool { return h.Kind == actor.EventCompensation }) {
+						t.Fatalf("saga: no compensation ran (%v): %+v", err, hist)
+					}
+				}
+				if e := decode(t, mine[0]); e.Type() != c.typ || string(e.Data()) != c.data {
+					t.Errorf("%s: recorded event %s with data %q; want %s with %q", c.mode, e.Type(), e.Data(), c.typ, c.data)
+				}
+			}
+
+			// Retry replays the emit from history and fails again: the
+			// event stays recorded once.
+			pid := actor.PID("fail-return")
+			if err := sys.Retry(ctx, pid); err != nil {
+				t.Fatal(err)
+			}
+			if inst, err := sys.AwaitDone(ctx, pid); err != nil || inst.Status != persistence.StatusFailed {
+				t.Fatalf("retried run ended %s, %v; want failed again", inst.Status, err)
+			}
+			recs, err := st.(persistence.Outbox).ListOutbox(ctx, "", "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range recs {
+				if r.Instance == string(pid) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("after Retry the instance has %d outbox records; want the one of the first run", n)
+			}
+		})
 	}
 }

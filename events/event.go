@@ -40,8 +40,19 @@ const (
 	MetaSubject = "ce-subject" // only when the event has a subject
 )
 
-// specVersion is the only CloudEvents version accepted.
-const specVersion = event.CloudEventsVersionV1
+// specVersion is the CloudEvents version events are stored and delivered
+// in. The ingress also takes CloudEvents 0.3 (specVersion03), as sdk-go
+// reads it, and maps its attributes to 1.0 (see structured03, binary03).
+const (
+	specVersion   = event.CloudEventsVersionV1
+	specVersion03 = event.CloudEventsVersionV03
+)
+
+// Attributes of CloudEvents 0.3 that 1.0 renamed or dropped.
+const (
+	attrSchemaURL           = "schemaurl"           // 1.0: dataschema
+	attrDataContentEncoding = "datacontentencoding" // 1.0: data_base64 in JSON
+)
 
 // Event is a CloudEvent with its data decoded as T. The embedded sdk-go
 // event holds every attribute and extension (ID(), Source(), Type(),
@@ -206,6 +217,9 @@ type fields struct {
 	// b64: the data is binary (data_base64, or bytes that are neither
 	// JSON nor text).
 	hasData, b64 bool
+	// v03: the event came as CloudEvents 0.3 and its attributes have been
+	// mapped to 1.0 (errors then name the attribute as it was sent).
+	v03 bool
 }
 
 // coreAttr reports whether name is a context attribute of CloudEvents 1.0.
@@ -234,15 +248,22 @@ func validName(name string) *attrError {
 // parseEvent reads one event in structured JSON, strictly: a single JSON
 // object, no duplicate members, every attribute of its type and format.
 func parseEvent(b []byte) (event.Event, error) {
+	ev, _, err := parseEventVersion(b)
+	return ev, err
+}
+
+// parseEventVersion is parseEvent that also returns the specversion the
+// event was sent in (the event itself is always 1.0).
+func parseEventVersion(b []byte) (event.Event, string, error) {
 	f, aerr := readJSON(b)
 	if aerr != nil {
-		return event.Event{}, aerr
+		return event.Event{}, "", aerr
 	}
 	ev, aerr := f.build()
 	if aerr != nil {
-		return event.Event{}, aerr
+		return event.Event{}, "", aerr
 	}
-	return ev, nil
+	return ev, f.core["specversion"], nil
 }
 
 // readJSON reads the members of a structured JSON event.
@@ -308,17 +329,29 @@ func readJSON(b []byte) (*fields, *attrError) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, attrErr("event", "more than one JSON value")
 	}
+	b64Attr := "data_base64"
+	if f.core["specversion"] == specVersion03 {
+		base64Data, aerr := f.structured03(data64)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if base64Data && data != nil {
+			// datacontentencoding base64: data is the base64 text, as
+			// data_base64 is in 1.0.
+			data, data64, b64Attr = nil, data, "data"
+		}
+	}
 	switch {
 	case data != nil && data64 != nil:
 		return nil, attrErr("data_base64", "an event has data or data_base64, not both")
 	case data64 != nil:
 		var s string
 		if data64[0] != '"' || json.Unmarshal(data64, &s) != nil {
-			return nil, attrErr("data_base64", "must be a string")
+			return nil, attrErr(b64Attr, "must be a base64 string")
 		}
 		d, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
-			return nil, attrErr("data_base64", "not valid base64: %v", err)
+			return nil, attrErr(b64Attr, "not valid base64: %v", err)
 		}
 		f.data, f.hasData, f.b64 = d, true, true
 	case data != nil:
@@ -335,6 +368,56 @@ func readJSON(b []byte) (*fields, *attrError) {
 		f.data = []byte(s)
 	}
 	return f, nil
+}
+
+// structured03 maps the attributes of a CloudEvents 0.3 event in
+// structured JSON to 1.0, as sdk-go reads them: schemaurl becomes
+// dataschema, and datacontentencoding (base64 only) says that data is the
+// base64 text of the data, which is then stored as 1.0 does binary data
+// (data_base64). It reports whether the data is base64. The 1.0 names
+// dataschema and data_base64 are not 0.3 and are refused, so that nothing
+// is silently dropped or read two ways.
+func (f *fields) structured03(data64 json.RawMessage) (bool, *attrError) {
+	if data64 != nil {
+		return false, attrErr("data_base64", "is CloudEvents 1.0; a 0.3 event carries binary data in data with datacontentencoding base64")
+	}
+	if aerr := f.common03(); aerr != nil {
+		return false, aerr
+	}
+	enc, ok := f.ext[attrDataContentEncoding]
+	if !ok {
+		return false, nil
+	}
+	delete(f.ext, attrDataContentEncoding)
+	s, isString := enc.(string)
+	switch {
+	case !isString:
+		return false, attrErr(attrDataContentEncoding, "must be a string")
+	case !strings.EqualFold(s, event.Base64):
+		// RFC 2045 tokens are case-insensitive; base64 is the only
+		// encoding CloudEvents 0.3 defines for JSON.
+		return false, attrErr(attrDataContentEncoding, "%q is not supported; only %s", s, event.Base64)
+	}
+	return true, nil
+}
+
+// common03 maps what CloudEvents 0.3 names alike in both content modes:
+// schemaurl (a string in ext until the version is known) becomes
+// dataschema.
+func (f *fields) common03() *attrError {
+	f.v03 = true
+	if _, ok := f.core["dataschema"]; ok {
+		return attrErr("dataschema", "is CloudEvents 1.0; a 0.3 event names the schema %s", attrSchemaURL)
+	}
+	if v, ok := f.ext[attrSchemaURL]; ok {
+		s, isString := v.(string)
+		if !isString {
+			return attrErr(attrSchemaURL, "must be a string")
+		}
+		delete(f.ext, attrSchemaURL)
+		f.core["dataschema"] = s
+	}
+	return nil
 }
 
 // extValue reads an extension's JSON value: a string, a boolean or an
@@ -365,8 +448,16 @@ func (f *fields) build() (event.Event, *attrError) {
 	switch {
 	case !ok:
 		return event.Event{}, attrErr("specversion", "missing")
-	case sv != specVersion:
-		return event.Event{}, attrErr("specversion", "%q is not supported; only %s", sv, specVersion)
+	case sv != specVersion && sv != specVersion03:
+		return event.Event{}, attrErr("specversion", "%q is not supported; only %s (and %s, taken as %s)", sv, specVersion, specVersion03, specVersion)
+	case sv == specVersion03 && !f.v03:
+		// A caller read a 0.3 event without mapping it (a bug here, not
+		// the client's): refuse it rather than store it half-read.
+		return event.Event{}, attrErr("specversion", "%s event not mapped to %s", specVersion03, specVersion)
+	}
+	schemaAttr := "dataschema"
+	if f.v03 {
+		schemaAttr = attrSchemaURL
 	}
 	for _, name := range []string{"id", "source", "type"} {
 		if f.core[name] == "" {
@@ -378,6 +469,9 @@ func (f *fields) build() (event.Event, *attrError) {
 	}
 	for _, name := range []string{"datacontenttype", "dataschema", "subject", "time"} {
 		if v, ok := f.core[name]; ok && v == "" {
+			if name == "dataschema" {
+				name = schemaAttr
+			}
 			return event.Event{}, attrErr(name, "must not be empty when present")
 		}
 	}
@@ -398,7 +492,9 @@ func (f *fields) build() (event.Event, *attrError) {
 		ec.DataContentType = &s
 	}
 	if s, ok := f.core["dataschema"]; ok {
-		ref, aerr := uriRef("dataschema", s, true)
+		// 0.3 allowed a relative schemaurl; the event is stored as 1.0,
+		// whose dataschema is an absolute URI, and must read back as one.
+		ref, aerr := uriRef(schemaAttr, s, true)
 		if aerr != nil {
 			return event.Event{}, aerr
 		}

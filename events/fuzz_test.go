@@ -43,6 +43,10 @@ func FuzzIngress(f *testing.F) {
 	f.Add([]byte(`[{"specversion":"1.0","id":"h2","source":"/f","type":"`+fuzzHandled+`","data":{"ID":"x"}}]`),
 		"application/cloudevents-batch+json", "")
 	f.Add([]byte(`{"specversion":"1.0","id":"n1","source":"/f","type":"t","norninstance":"nobody"}`), "application/cloudevents+json", "")
+	// CloudEvents 0.3, mapped to 1.0.
+	f.Add([]byte(`{"specversion":"0.3","id":"v3","source":"/f","type":"t","schemaurl":"urn:s","datacontentencoding":"base64","data":"AAE="}`),
+		"application/cloudevents+json", "")
+	f.Add([]byte("\x00\x01"), "application/octet-stream", "ce-specversion: 0.3\nce-id: v3b\nce-source: /f\nce-type: t\nce-schemaurl: urn:s")
 
 	handled := actor.Workflow("handled", func(ctx *actor.Context, in Event[order]) (int, error) { return in.Data.Total, nil })
 	st := testutil.OpenSQLite(f, testutil.SQLitePath(f))

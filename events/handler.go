@@ -89,6 +89,9 @@ type handler struct {
 // HTTP POST in binary, structured (application/cloudevents+json) and batch
 // (application/cloudevents-batch+json) content mode, and answers 202
 // Accepted once every event of the request is committed to the store.
+// CloudEvents 0.3 is taken too, read as sdk-go reads it and stored as the
+// 1.0 event it maps to (see the package documentation); the events of a
+// batch share one specversion.
 // Each event is, in this order of precedence:
 //   - sent to one instance's mailbox if it carries the extension
 //     norninstance (ExtInstance) naming it (404 if there is no such

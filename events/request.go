@@ -110,6 +110,7 @@ func readBatch(body []byte) ([]event.Event, *requestError) {
 		return nil, badRequest("a batch is a JSON array of events")
 	}
 	var out []event.Event
+	var version string
 	for i := 0; dec.More(); i++ {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
@@ -118,9 +119,14 @@ func readBatch(body []byte) ([]event.Event, *requestError) {
 		if raw[0] != '{' {
 			return nil, badEvent(i, fmt.Errorf("event: not a JSON object but %s", excerpt(string(raw))))
 		}
-		ev, err := parseEvent(raw)
+		ev, sv, err := parseEventVersion(raw)
 		if err != nil {
 			return nil, badEvent(i, err)
+		}
+		if i == 0 {
+			version = sv
+		} else if sv != version {
+			return nil, badEvent(i, attrErr("specversion", "%q in a batch of %s events: the events of a batch share one specversion", sv, version))
 		}
 		out = append(out, ev)
 	}
@@ -173,6 +179,11 @@ func readBinary(h http.Header, body []byte) (event.Event, *attrError) {
 			f.ext[name] = v
 		}
 	}
+	if f.core["specversion"] == specVersion03 {
+		if aerr := f.binary03(); aerr != nil {
+			return event.Event{}, aerr
+		}
+	}
 	if cts := h.Values("Content-Type"); len(cts) > 1 {
 		return event.Event{}, attrErr("datacontenttype", "Content-Type given %d times", len(cts))
 	} else if len(cts) == 1 {
@@ -194,4 +205,15 @@ func readBinary(h http.Header, body []byte) (event.Event, *attrError) {
 		}
 	}
 	return f.build()
+}
+
+// binary03 maps the ce- headers of a CloudEvents 0.3 binary-mode event to
+// 1.0, as sdk-go reads them: ce-schemaurl becomes dataschema. The body is
+// the data as is, so ce-datacontentencoding has no meaning here (sdk-go
+// refuses it too).
+func (f *fields) binary03() *attrError {
+	if _, ok := f.ext[attrDataContentEncoding]; ok {
+		return attrErr(attrDataContentEncoding, "in binary mode the body is the data as is; datacontentencoding applies to structured mode only")
+	}
+	return f.common03()
 }

@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/nornlabs/norn/persistence"
@@ -10,7 +11,10 @@ import (
 // type when Type is empty) that pass its filters.
 type Receive struct {
 	Type string // the type name the receive decodes into; "" takes any
-	Spec Spec
+	// Aliases are other names of that type (names earlier builds stored
+	// it under): messages stored under them are taken too.
+	Aliases []string
+	Spec    Spec
 	// Untyped, when set, decides whether a message stored without a type
 	// is one this receive takes (its payload decodes strictly into the
 	// receive's type); nil takes every untyped message.
@@ -20,13 +24,29 @@ type Receive struct {
 // Accepts reports whether the receive takes m. A message stored without a
 // type is taken by a typed receive only if Untyped (when set) says so.
 func (r Receive) Accepts(m Message) bool {
-	if r.Type != "" && m.Type != "" && m.Type != r.Type {
+	if !r.typeOK(m.Type) {
 		return false
 	}
 	if r.Type != "" && m.Type == "" && r.Untyped != nil && !r.Untyped(m.Payload) {
 		return false
 	}
 	return r.Spec.Matches(m)
+}
+
+// typeOK reports whether a message stored under typ may be of the
+// receive's type: its name or an alias, or no type at all (the payload then
+// decides).
+func (r Receive) typeOK(typ string) bool {
+	return r.Type == "" || typ == "" || typ == r.Type || slices.Contains(r.Aliases, typ)
+}
+
+// Types lists the names the receive takes: Type and its aliases (none for
+// a receive that takes any type).
+func (r Receive) Types() []string {
+	if r.Type == "" {
+		return nil
+	}
+	return append([]string{r.Type}, r.Aliases...)
 }
 
 // MayAccept reports whether the receive may take a message of type typ on
@@ -37,7 +57,7 @@ func (r Receive) MayAccept(ch, typ string) (ok, sure bool) {
 	if r.Spec.HasChannel && r.Spec.Channel != ch || !r.Spec.HasChannel && strings.HasPrefix(ch, persistence.SystemChannelPrefix) {
 		return false, false
 	}
-	if r.Type != "" && typ != "" && r.Type != typ {
+	if !r.typeOK(typ) {
 		return false, false
 	}
 	untypedCheck := r.Type != "" && typ == "" && r.Untyped != nil // the payload decides

@@ -87,6 +87,11 @@ type Instance struct {
 	Node      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Waits is what a waiting instance is parked on: the receives it waits
+	// in (message types, channel and sender filters, timeout), its timers,
+	// the children it awaits, activities backing off. Empty unless Status is
+	// waiting.
+	Waits []Wait
 }
 
 // InstanceCount is how many instances of one workflow are in one status.

@@ -131,6 +131,11 @@ type Step struct {
 	Status Status
 	Output []byte
 	Error  string
+	// Waits, with SetWaits, replaces the description of what the instance
+	// is parked on (opaque to the store: the runtime writes and reads it).
+	// A terminal Status, and Reopen, clear it.
+	Waits    []byte
+	SetWaits bool
 	// Consume removes these messages (by Seq) from the mailbox; if any is
 	// already gone the step fails with ErrMessageGone.
 	Consume []int64

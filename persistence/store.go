@@ -103,6 +103,9 @@ type Instance struct {
 	HistoryLen     int64 // number of events in the current run's history
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Waits is what the instance was parked on when it last parked, as the
+	// runtime described it (Step.Waits); empty once it ended.
+	Waits []byte
 }
 
 // Event is one entry of an instance's history.
@@ -467,6 +470,7 @@ type Store interface {
 	StatsReader
 	CommitWatcher
 	Purger
+	TxApplier
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

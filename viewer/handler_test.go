@@ -111,6 +111,12 @@ func TestInstancePages(t *testing.T) {
 	wantText(t, body, "approval-cid", "subscribed approvals", "receive waits", "Pending timers", "receive timeout",
 		"approvals broadcast", "receive:1: since +", "not ended", "Mailbox 1", "direct · string · from outside",
 		`"not an approval"`)
+	// What it waits for, and that no waiting receive takes the string.
+	wantText(t, body, "Waits for", "a message of type viewer_test.Approval", "untyped messages only if they decode into it")
+	testutil.Eventually(t, 10*time.Second, "the string marked as not awaited", func() bool {
+		_, body = get(t, nil, srv.URL+"/instances/"+f.waiting)
+		return strings.Contains(body, ">not awaited</span>")
+	})
 
 	resp, body = get(t, nil, srv.URL+"/instances/"+f.failed)
 	wantStatus(t, resp, body, http.StatusOK)
@@ -429,9 +435,10 @@ func TestFormTokensFollowTheToken(t *testing.T) {
 	if err != nil || len(msgs) != 1 || string(msgs[0].Payload) != `"hi"` || msgs[0].Type != "note" {
 		t.Fatalf("mailbox after the send: %+v, %v", msgs, err)
 	}
-	// The send form suggests the types the instance has seen.
+	// The send form suggests the types the instance has seen and the one
+	// it waits for.
 	_, body = get(t, nil, two.URL+"/instances/"+f.waiting, "Authorization", "Bearer t1")
-	if !strings.Contains(body, `<datalist id="msg-types"><option value="note"></datalist>`) {
-		t.Error("the send form does not suggest the type in the mailbox")
+	if !strings.Contains(body, `<datalist id="msg-types"><option value="note"><option value="viewer_test.Approval"></datalist>`) {
+		t.Error("the send form does not suggest the type in the mailbox and the awaited one")
 	}
 }

@@ -29,6 +29,7 @@ type instanceData struct {
 	MoreURL    string // next page of the timeline
 	FirstURL   string // back to first and last events
 	Paged      bool   // showing a page after "more"
+	Waits      []waitRow // what a waiting instance is parked on
 	Mailbox    []mailRow
 	MailMore   bool
 	Subs       []norntype.Subscription
@@ -48,6 +49,29 @@ type mailRow struct {
 	ID, Channel, Sender, SenderURL, Type, Preview, Payload string
 	At                                                     time.Time
 	Queued                                                 bool // in a competing channel's queue
+	Unmatched                                              bool // no receive the instance waits in takes it
+}
+
+type waitRow struct {
+	What, Detail, URL string
+	Due               time.Time
+}
+
+// waitRows says what a parked instance waits for.
+func (h *handler) waitRows(waits []norntype.Wait) []waitRow {
+	var out []waitRow
+	for _, w := range waits {
+		r := waitRow{Due: w.Due}
+		r.What, r.Detail = w.Describe()
+		switch {
+		case w.Kind == norntype.WaitChild:
+			r.URL = h.instanceURL(w.Name)
+		case w.From != "":
+			r.URL = h.instanceURL(string(w.From))
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 type timerRow struct {
@@ -121,6 +145,7 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 		h.serverError(w, r, err)
 		return
 	}
+	d.Waits = h.waitRows(inst.Waits)
 	d.Types = messageTypes(d)
 	d.Chart = h.instanceChart(inst, win, after)
 	status := h.askQuery(ctx, r, pid, inst.Workflow, d)
@@ -161,7 +186,8 @@ func (h *handler) loadSide(ctx context.Context, pid norntype.PID, d *instanceDat
 	}
 	for _, m := range msgs {
 		row := mailRow{ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type, At: m.PublishedAt,
-			Preview: short(m.Payload, 60), Payload: pretty(m.Payload), Queued: m.Queued}
+			Preview: short(m.Payload, 60), Payload: pretty(m.Payload), Queued: m.Queued,
+			Unmatched: m.Unmatched}
 		if m.Sender != "" {
 			row.SenderURL = h.instanceURL(m.Sender)
 		}
@@ -215,6 +241,11 @@ func messageTypes(d *instanceData) []string {
 	}
 	for _, m := range d.Mailbox {
 		add(m.Type)
+	}
+	for _, w := range d.Inst.Waits {
+		for _, t := range w.Types {
+			add(t)
+		}
 	}
 	out := make([]string, 0, len(seen))
 	for t := range seen {

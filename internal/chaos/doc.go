@@ -6,9 +6,11 @@
 //	go run ./internal/chaos                                   # 10,000 workflows, 200 kills, temp SQLite file
 //	go run ./internal/chaos -workflows 2000 -kills 50 -store sqlite,postgres://norn@localhost/chaos
 //	go run ./internal/chaos -mode queue -workers 3 -store postgres://norn@localhost/chaos -seed 42 -v
+//	go run ./internal/chaos -mode tx -workflows 5000 -kills 200 -store sqlite,postgres://norn@localhost/chaos
 //
-// Workers are the command itself, re-executed (no build step). Two
-// workloads, run together by default (-mode both):
+// Workers are the command itself, re-executed (no build step). Three
+// workloads; chain and queue run together by default (-mode both), tx on
+// its own (-mode tx) or with both others (-mode all):
 //
 //   - chain: -workflows instances of a workflow of three activities; every
 //     activity execution appends "<idempotency key> <attempt> <payload>" to a
@@ -20,6 +22,13 @@
 //     logs the message ID. The command publishes -workflows messages with
 //     System.Publish from a node of its own that runs no workflows; once the
 //     channel has drained, it sends each consumer a stop by PID.
+//   - tx: -workflows instances of a workflow with one transactional
+//     activity (actor.TxActivity) that increments a row of a user table,
+//     chaos_counter, in the store's own database (16 rows per run, so that
+//     workflows contend for them), then logs its call. The check reads the
+//     rows: each must equal the number of workflows whose count was
+//     recorded, exactly (the "counted" column sums them), however often the
+//     activity ran before a kill.
 //
 // Kills are spread over the run by progress (the k-th comes once the
 // side-effect log has reached a random share of the expected executions);
@@ -30,12 +39,15 @@
 //
 //	completed        chain workflows completed with the right result (each activity recorded once),
 //	                 messages received once and recorded
-//	recorded twice   an activity ID with two results in one history, a message received twice
+//	recorded twice   an activity ID with two results in one history, a message received twice,
+//	                 a counter increment beyond the recorded counts (tx)
 //	dup executions   side-effect log lines beyond the first per key (allowed: at least once)
-//	lost             acknowledged but missing, or consumed and never recorded
+//	lost             acknowledged but missing, consumed and never recorded, or a recorded
+//	                 count missing from its counter (tx)
 //	stuck            not ended at the deadline
 //	failed           ended failed or cancelled, or with a wrong result
 //	never ran        an activity result recorded with no execution logged
+//	counted          the sum of the tx counters (tx only)
 //	crashes          workers that exited on their own or did not stop cleanly
 //
 // It exits 1 if any of lost, recorded twice, stuck, failed, never ran or

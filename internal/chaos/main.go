@@ -29,7 +29,7 @@ func run() int {
 		consumers = flag.Int("consumers", 4, "competing consumers in queue mode")
 		kills     = flag.Int("kills", 200, "kill -9s of a worker over the run")
 		workers   = flag.Int("workers", 0, "worker processes at once (0: 1 for SQLite, 2 for PostgreSQL)")
-		mode      = flag.String("mode", "both", "chain, queue or both")
+		mode      = flag.String("mode", "both", "chain, queue, both (chain and queue), tx, or all")
 		lease     = flag.Duration("lease", 2*time.Second, "the workers' lease TTL (a worker restarted under a new node ID waits this long for a killed one's instances)")
 		timeout   = flag.Duration("timeout", 20*time.Minute, "deadline of each run (the checks come after it)")
 		seed      = flag.Uint64("seed", 0, "seed of the kill schedule (0: random, printed)")
@@ -42,9 +42,11 @@ func run() int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	chain, queue := *mode == "chain" || *mode == "both", *mode == "queue" || *mode == "both"
-	if !chain && !queue {
-		log.Error("-mode must be chain, queue or both", "mode", *mode)
+	chain := *mode == "chain" || *mode == "both" || *mode == "all"
+	queue := *mode == "queue" || *mode == "both" || *mode == "all"
+	tx := *mode == "tx" || *mode == "all"
+	if !chain && !queue && !tx {
+		log.Error("-mode must be chain, queue, both, tx or all", "mode", *mode)
 		return 2
 	}
 	exe, err := os.Executable()
@@ -73,7 +75,7 @@ func run() int {
 			return 2
 		}
 		results, err := chaosrun.Run(ctx, chaosrun.Config{Store: store, Workflows: *workflows, Consumers: *consumers,
-			Kills: *kills, Workers: *workers, LeaseTTL: *lease, Chain: chain, Queue: queue, Timeout: *timeout, Seed: *seed,
+			Kills: *kills, Workers: *workers, LeaseTTL: *lease, Chain: chain, Queue: queue, Tx: tx, Timeout: *timeout, Seed: *seed,
 			WorkerCommand: []string{exe}, Dir: d, Logger: log})
 		if err != nil {
 			log.Error("chaos run failed", "err", err, "dir", d)

@@ -28,6 +28,7 @@ var packages = map[string]string{
 	"events":      "events",
 	"mailbox":     "mailbox",
 	"metrics":     "metrics",
+	"nornmcp":     "nornmcp",
 	"norntype":    "norntype",
 	"persistence": "persistence",
 	"postgres":    "persistence/postgres",

@@ -66,6 +66,7 @@ const (
 	sqlSendDirect     = "norn_send_direct"
 	sqlPublishSubs    = "norn_publish_subs"
 	sqlPublish        = "norn_publish"
+	sqlPublishMany    = "norn_publish_many"
 	sqlQueue          = "norn_queue"
 	sqlCancelTimer    = "norn_cancel_timer"
 	sqlFireTimer      = "norn_fire_timer"
@@ -139,7 +140,8 @@ var statements = map[string]string{
 	// a restart, $9 now, $10 id, $11 epoch, $12 expected history length or -1,
 	// $13 new restart log or NULL to keep it, $14 the owner taking the lease
 	// or '' (Step.TakeLease), $15 its TTL in nanoseconds, $16 reopen an
-	// ended instance (Step.Reopen) instead of updating a live one.
+	// ended instance (Step.Reopen) instead of updating a live one, $17 set
+	// waits to $18 (Step.SetWaits).
 	sqlUpdateInstance: `WITH u AS (
 		UPDATE instances SET
 			history_len = CASE WHEN $1::boolean THEN $2::bigint ELSE history_len + $2::bigint END,
@@ -153,6 +155,7 @@ var statements = map[string]string{
 			restarts = restarts + CASE WHEN $8::boolean THEN 1 ELSE 0 END,
 			restart_log = COALESCE($13::text, restart_log),
 			cancel_reason = CASE WHEN $16::boolean THEN '' ELSE cancel_reason END,
+			waits = CASE WHEN $17::boolean THEN $18::bytea WHEN $16::boolean OR $3::text IN ` + terminalSQL + ` THEN NULL ELSE waits END,
 			updated_at = $9::bigint
 		WHERE id = $10::text AND lease_epoch = $11::bigint AND ($12::bigint < 0 OR history_len = $12::bigint)
 			AND (status IN ` + terminalSQL + `) = $16::boolean
@@ -232,6 +235,25 @@ var statements = map[string]string{
 		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
 			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`,
+	// sqlPublish for a run of messages on one channel, in one statement:
+	// $1 channel, then arrays of $2 msg ids, $3 senders, $4 payloads, $5
+	// metadata (JSON text or NULL), $6 published at, $7 types. Copies and
+	// queued messages are inserted in the run's order, so that their seqs
+	// keep it.
+	sqlPublishMany: `WITH subs AS (
+			SELECT instance_id, mode FROM subscriptions WHERE channel = $1::text ORDER BY instance_id FOR KEY SHARE),
+		m AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[])
+				WITH ORDINALITY AS m(id, sender, payload, meta, at, typ, ord)),
+		copies AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+			SELECT m.id, $1::text, s.instance_id, m.sender, m.payload, m.meta::jsonb, m.at, m.typ
+			FROM m CROSS JOIN subs s WHERE s.mode = 'broadcast' ORDER BY m.ord, s.instance_id)
+		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+		SELECT m.id, $1::text, NULL, m.sender, m.payload, m.meta::jsonb, m.at, m.typ FROM m
+		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
+			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($1::text, '` + persistence.SystemChannelPrefix + `'))
+		ORDER BY m.ord`,
 	// Same arguments as sqlPublish, for a message with no channel.
 	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text)`,

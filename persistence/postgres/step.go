@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -111,7 +112,7 @@ func (c *compiler) instance() {
 	c.add(op{label: "update instance", name: sqlUpdateInstance,
 		args: []any{step.ResetHistory, int64(len(step.History)), string(step.Status), step.SetsOutput(), step.Output, step.Error,
 			step.ReleasesLease(), step.IncRestarts, c.now.UnixNano(), id, epoch, expect, restartLog, step.TakeLease, int64(step.LeaseTTL),
-			step.Reopen},
+			step.Reopen, step.SetWaits, step.Waits},
 		check: func(*pgconn.PgError) (error, *op) { return nil, diagnose(r, id, epoch, expect, take, step.Reopen) }})
 }
 
@@ -209,10 +210,14 @@ func (c *compiler) subscriptions() {
 
 // send adds the step's messages, in order.
 func (c *compiler) send() {
-	for i := range c.step.Send {
+	for i := 0; i < len(c.step.Send); i++ {
 		m := &c.step.Send[i]
 		if c.r.used[i] {
 			c.r.res.Duplicates = append(c.r.res.Duplicates, m.ID)
+			continue
+		}
+		if n := c.publishRun(i); n > 1 {
+			i += n - 1
 			continue
 		}
 		if m.Dedupe {
@@ -232,6 +237,82 @@ func (c *compiler) send() {
 			c.publish(m, meta, at)
 		}
 	}
+}
+
+// minPublishRun is the shortest run of publishes on one channel written
+// with one statement (sqlPublishMany) rather than one each.
+const minPublishRun = 4
+
+// publishRun writes the run of publishes on one channel that starts at
+// Send[i] (PublishBatch's common case) with one subscriber read and one
+// insert, and reports its length; below minPublishRun it writes nothing
+// and reports 0.
+func (c *compiler) publishRun(i int) int {
+	send := c.step.Send
+	first := &send[i]
+	if first.Target != "" || first.Channel == "" {
+		return 0
+	}
+	n := 0
+	for j := i; j < len(send) && send[j].Target == "" && send[j].Channel == first.Channel; j++ {
+		n++
+	}
+	if n < minPublishRun {
+		return 0
+	}
+	ids, senders, types := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	payloads, metas, ats := make([][]byte, 0, n), make([]*string, 0, n), make([]int64, 0, n)
+	var queued []persistence.QueuedMessage
+	for j := i; j < i+n; j++ {
+		m := &send[j]
+		if c.r.used[j] {
+			c.r.res.Duplicates = append(c.r.res.Duplicates, m.ID)
+			continue
+		}
+		if m.Dedupe {
+			c.useID(j, m.ID)
+		}
+		var meta *string
+		if len(m.Metadata) > 0 {
+			b, err := json.Marshal(m.Metadata)
+			if err != nil {
+				c.r.err = fmt.Errorf("postgres: metadata of message %s: %w", m.ID, err)
+				return n
+			}
+			s := string(b)
+			meta = &s
+		}
+		at := m.PublishedAt
+		if at.IsZero() {
+			at = c.now
+		}
+		ids, senders, types = append(ids, m.ID), append(senders, m.Sender), append(types, m.Type)
+		payloads, metas, ats = append(payloads, m.Payload), append(metas, meta), append(ats, at.UnixNano())
+		queued = append(queued, persistence.QueuedMessage{Channel: m.Channel, Type: m.Type})
+	}
+	if len(ids) == 0 {
+		return n
+	}
+	c.lock(false, c.s.chanLocks, first.Channel)
+	r, channel := c.r, first.Channel
+	c.add(op{label: "publish", name: sqlPublishSubs, args: []any{channel},
+		read: func(br pgx.BatchResults) error {
+			subs, mode, err := readSubs(br)
+			if err != nil {
+				return err
+			}
+			r.res.Woken = append(r.res.Woken, subs...)
+			if persistence.Mode(mode) == persistence.Competing {
+				for _, q := range queued {
+					q.Subscribers = subs
+					r.res.Queued = append(r.res.Queued, q)
+				}
+			}
+			return nil
+		},
+		check: modeConflict(channel, persistence.Broadcast)})
+	c.add(op{label: "publish", name: sqlPublishMany, args: []any{channel, ids, senders, payloads, metas, ats, types}})
+	return n
 }
 
 // useID records the ID of the Dedupe message Send[i], first, as in every
@@ -293,20 +374,8 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 	r, channel, typ := c.r, m.Channel, m.Type
 	c.add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
 		read: func(br pgx.BatchResults) error {
-			rows, _ := br.Query()
-			var ids []string
-			var mode string
-			for rows.Next() {
-				var id string
-				var ok bool
-				if err := rows.Scan(&id, &ok, &mode); err != nil {
-					rows.Close()
-					return err
-				}
-				ids = append(ids, id)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			ids, mode, err := readSubs(br)
+			if err != nil {
 				return err
 			}
 			r.res.Woken = append(r.res.Woken, ids...)
@@ -533,4 +602,19 @@ func (s *Store) RequestCancel(ctx context.Context, id, reason string) error {
 		}
 		return nil
 	})
+}
+
+// readSubs reads sqlPublishSubs: the channel's subscribers and its mode.
+func readSubs(br pgx.BatchResults) (ids []string, mode string, err error) {
+	rows, _ := br.Query()
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var ok bool
+		if err := rows.Scan(&id, &ok, &mode); err != nil {
+			return nil, "", err
+		}
+		ids = append(ids, id)
+	}
+	return ids, mode, rows.Err()
 }

@@ -63,6 +63,12 @@ type Options struct {
 	// `norn cancel` and the node acting on it. Each look is one indexed
 	// read. Default 100ms.
 	WakePoll time.Duration
+	// TxTimeout bounds how long a transactional step (ApplyTx) may run
+	// its caller's function while it holds the writer, which every other
+	// write of every process sharing the file waits for meanwhile. Past it
+	// the function's statements are interrupted, the transaction is rolled
+	// back and ApplyTx fails with persistence.ErrTxTimeout. Default 5s.
+	TxTimeout time.Duration
 	// NoCreate makes Open fail with persistence.ErrNoSchema, creating
 	// nothing, when the file does not exist or holds no Norn schema, for
 	// tools that only read. An older Norn schema is still migrated.
@@ -87,6 +93,9 @@ func (o *Options) fill() error {
 	}
 	if o.Readers <= 0 {
 		o.Readers = 4
+	}
+	if o.TxTimeout <= 0 {
+		o.TxTimeout = 5 * time.Second
 	}
 	if o.WakePoll <= 0 {
 		o.WakePoll = 100 * time.Millisecond
@@ -130,8 +139,13 @@ type writeReq struct {
 	// simple requests fail, if at all, before their first write, so they
 	// need no savepoint of their own (see commit).
 	simple bool
-	err    error
-	done   chan struct{}
+	// tx requests (transactional steps) run caller code in the
+	// transaction: they must never be redone, which would run it twice,
+	// so a batch that holds one has a savepoint around every request
+	// from the start (see commit).
+	tx   bool
+	err  error
+	done chan struct{}
 }
 
 // Open opens (creating if needed) the database at path and applies
@@ -428,7 +442,11 @@ func (s *Store) Close() error {
 
 // write queues fn for the writer and waits for its commit.
 func (s *Store) write(ctx context.Context, simple bool, fn func(tx *sql.Tx) error) error {
-	req := &writeReq{fn: fn, simple: simple, done: make(chan struct{})}
+	return s.submit(ctx, &writeReq{fn: fn, simple: simple, done: make(chan struct{})})
+}
+
+// submit queues req for the writer and waits for its commit.
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -471,7 +489,11 @@ func (s *Store) ObserveCommits(o persistence.CommitObserver) (remove func()) {
 
 func (s *Store) commit(batch []*writeReq) {
 	start := time.Now()
-	done, err := s.commitBatch(batch, false)
+	savepointAll := false
+	for _, r := range batch {
+		savepointAll = savepointAll || r.tx
+	}
+	done, err := s.commitBatch(batch, savepointAll)
 	if !done {
 		// A simple request failed after writing: redo the batch with a
 		// savepoint around every request.

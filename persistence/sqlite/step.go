@@ -94,6 +94,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		restart_log = COALESCE(?13, restart_log),
 		holds = holds | ?16,
 		cancel_reason = CASE WHEN ?17 THEN '' ELSE cancel_reason END,
+		waits = CASE WHEN ?18 THEN ?19 WHEN ?17 OR ?3 IN ('completed', 'failed', 'cancelled') THEN NULL ELSE waits END,
 		updated_at = ?9
 		WHERE id = ?10 AND lease_epoch = ?11 AND (?12 < 0 OR history_len = ?12)
 			AND (CASE WHEN ?17 THEN NOT ` + liveSQL + ` ELSE ` + liveSQL + ` END)
@@ -106,7 +107,8 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	// Most steps only append history: setting no indexed column but
 	// updated_at, SQLite then leaves the status and lease indexes alone
 	// (an UPDATE that names a column rewrites every index holding it).
-	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, holds = holds | ?6, updated_at = ?2
+	st.appendInstance = p(`UPDATE instances SET history_len = history_len + ?1, holds = holds | ?6, updated_at = ?2,
+		waits = CASE WHEN ?7 THEN ?8 ELSE waits END
 		WHERE id = ?3 AND lease_epoch = ?4 AND (?5 < 0 OR history_len = ?5) AND ` + liveSQL)
 	st.channelMode = p(`SELECT mode FROM subscriptions WHERE channel = ? AND instance_id != ? LIMIT 1`)
 	st.insertSub = p(`INSERT INTO subscriptions (instance_id, channel, mode) VALUES (?, ?, ?)
@@ -312,7 +314,8 @@ func (w *stepWriter) instance() error {
 // appendRow is the update of a step that only appends history: it sets no
 // indexed column but updated_at (see stmts.appendInstance).
 func (w *stepWriter) appendRow(expect int64) (int64, error) {
-	r, err := w.s.stmt(w.tx, w.s.st.appendInstance).Exec(len(w.step.History), w.now.UnixNano(), w.id, w.epoch, expect, w.adds)
+	r, err := w.s.stmt(w.tx, w.s.st.appendInstance).Exec(len(w.step.History), w.now.UnixNano(), w.id, w.epoch, expect, w.adds,
+		b2i(w.step.SetWaits), w.step.Waits)
 	if err != nil {
 		return 0, err
 	}
@@ -334,7 +337,7 @@ func (w *stepWriter) updateRow(expect int64) (int64, error) {
 	}
 	r, err := w.s.stmt(w.tx, w.s.st.updateInstance).Exec(b2i(step.ResetHistory), len(step.History), string(step.Status), b2i(step.SetsOutput()),
 		step.Output, step.Error, b2i(step.ReleasesLease()), b2i(step.IncRestarts), w.now.UnixNano(), w.id, w.epoch, expect, restartLog,
-		step.TakeLease, expires, w.adds, b2i(step.Reopen))
+		step.TakeLease, expires, w.adds, b2i(step.Reopen), b2i(step.SetWaits), step.Waits)
 	if err != nil {
 		return 0, err
 	}

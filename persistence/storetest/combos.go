@@ -409,3 +409,88 @@ func testReopen(t *testing.T, st persistence.Store) {
 	_, err = st.Apply(ctx(), bad)
 	wantErr(t, err, persistence.ErrInvalidRecord)
 }
+
+// testWaits: a step's Waits replaces what the row says the instance is
+// parked on, on the append-only path and the full update alike; a step
+// without SetWaits keeps it; the end clears it.
+func testWaits(t *testing.T, st persistence.Store) {
+	create(t, st, "w")
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, History: []persistence.Event{ev(1, "x")},
+		Waits: []byte(`{"a":1}`), SetWaits: true})
+	if in := instance(t, st, "w"); string(in.Waits) != `{"a":1}` {
+		t.Fatalf("after an append with waits: %q", in.Waits)
+	}
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Status: persistence.StatusWaiting, Waits: []byte(`{"b":2}`), SetWaits: true})
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, History: []persistence.Event{ev(2, "y")}})
+	if in := instance(t, st, "w"); string(in.Waits) != `{"b":2}` || in.Status != persistence.StatusWaiting {
+		t.Fatalf("after an update with waits and an append without: %q %s", in.Waits, in.Status)
+	}
+	// Only waits: the row changes, nothing else.
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Waits: []byte(`{"c":3}`), SetWaits: true})
+	if in := instance(t, st, "w"); string(in.Waits) != `{"c":3}` || in.HistoryLen != 3 {
+		t.Fatalf("after a waits-only step: %q, history %d", in.Waits, in.HistoryLen)
+	}
+	apply(t, st, persistence.Step{Instance: "w", Epoch: 1, Status: persistence.StatusCompleted, History: []persistence.Event{ev(3, "completed")}})
+	if in := instance(t, st, "w"); len(in.Waits) != 0 {
+		t.Fatalf("an ended instance still says it waits: %q", in.Waits)
+	}
+}
+
+// testPublishRun: a step publishing many messages on one channel (as
+// PublishBatch does) copies each to every broadcast subscriber in order,
+// queues them on a channel without broadcast subscribers, drops them on a
+// system channel nobody listens to, and skips a Dedupe ID used before.
+func testPublishRun(t *testing.T, st persistence.Store) {
+	for _, id := range []string{"r1", "r2", "q1"} {
+		create(t, st, id)
+	}
+	for _, id := range []string{"r1", "r2"} {
+		apply(t, st, persistence.Step{Instance: id, Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "news", Mode: persistence.Broadcast}}})
+	}
+	apply(t, st, persistence.Step{Instance: "q1", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "jobs", Mode: persistence.Competing}}})
+	apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "used", Channel: "elsewhere", Dedupe: true}}})
+	var send []persistence.NewMessage
+	for i := range 6 {
+		send = append(send, persistence.NewMessage{ID: fmt.Sprintf("n%d", i), Channel: "news", Type: "t", Payload: []byte{byte(i)},
+			Metadata: map[string]string{"i": fmt.Sprint(i)}})
+	}
+	send[2].ID, send[2].Dedupe = "used", true
+	send[3].Dedupe = true
+	for i := range 5 {
+		send = append(send, persistence.NewMessage{ID: fmt.Sprintf("j%d", i), Channel: "jobs", Type: "job"})
+	}
+	for i := range 4 {
+		send = append(send, persistence.NewMessage{ID: fmt.Sprintf("s%d", i), Channel: "$nobody"})
+	}
+	res := apply(t, st, persistence.Step{Send: send})
+	if fmt.Sprint(res.Duplicates) != "[used]" {
+		t.Fatalf("duplicates = %v, want [used]", res.Duplicates)
+	}
+	for _, id := range []string{"r1", "r2"} {
+		if got := msgIDs(t, st, id); got != "[n0 n1 n3 n4 n5]" {
+			t.Fatalf("mailbox of %s = %s, want the broadcasts in order", id, got)
+		}
+	}
+	msgs, err := st.Mailbox(ctx(), "r1", 0)
+	if err != nil || msgs[1].Metadata["i"] != "1" || string(msgs[1].Payload) != "\x01" || msgs[1].Type != "t" || msgs[1].Target != "r1" {
+		t.Fatalf("a copy = %+v, %v", msgs[1], err)
+	}
+	if got := msgIDs(t, st, "q1"); got != "[j0 j1 j2 j3 j4]" {
+		t.Fatalf("queue seen by q1 = %s, want the jobs in order", got)
+	}
+	queued := 0
+	for _, q := range res.Queued {
+		if q.Channel == "jobs" && fmt.Sprint(q.Subscribers) == "[q1]" {
+			queued++
+		}
+	}
+	if queued != 5 {
+		t.Fatalf("queued = %+v, want the five jobs with their subscriber", res.Queued)
+	}
+	// Sent again with the same IDs: the Dedupe ones are skipped, the
+	// others copied again.
+	res = apply(t, st, persistence.Step{Send: send[:6]})
+	if fmt.Sprint(res.Duplicates) != "[used n3]" {
+		t.Fatalf("second run duplicates = %v", res.Duplicates)
+	}
+}

@@ -87,6 +87,7 @@ func Run(t *testing.T, open Factory) {
 		{"PurgeValidation", testPurgeValidation},
 		{"PurgeRace", testPurgeRace},
 		{"OptionalMethods", testOptional},
+		{"ApplyTx", testApplyTx},
 		// The combinations of Step fields the runtime uses (combos.go).
 		{"StepSpawnUnleased", testSpawnUnleased},
 		{"StepTakeLeaseOnly", testTakeLeaseOnly},
@@ -97,6 +98,8 @@ func Run(t *testing.T, open Factory) {
 		{"StepContinueAsNew", testContinueAsNew},
 		{"StepShutdownRelease", testShutdownRelease},
 		{"StepReopen", testReopen},
+		{"StepWaits", testWaits},
+		{"StepPublishRun", testPublishRun},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,3 +86,48 @@ func TestChaosSQLite(t *testing.T) { short(t, "", 1) }
 func TestChaosPostgres(t *testing.T) {
 	short(t, testutil.PostgresURL(t), 2) // skips when no PostgreSQL is available
 }
+
+// A short tx run: every workflow's transactional activity increments a
+// counter row; after the kills the counters equal the completed workflows
+// exactly.
+func shortTx(t *testing.T, store string, workers int) {
+	t.Helper()
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	results, err := chaosrun.Run(ctx, chaosrun.Config{Store: store, Workflows: 300, Kills: 10, Workers: workers,
+		Tx: true, Timeout: 3 * time.Minute, WorkerCommand: []string{os.Args[0], "-test.run=^$"}, Dir: dir, Logger: log})
+	if err != nil {
+		t.Fatalf("chaos run: %v\n%s", err, logs.String())
+	}
+	var table bytes.Buffer
+	if err := chaosrun.PrintTable(&table, results); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	if len(results) != 1 || results[0].Mode != "tx" {
+		t.Fatalf("results %+v, want one of mode tx", results)
+	}
+	r := results[0]
+	for _, n := range r.Notes {
+		t.Logf("tx: %s", n)
+	}
+	if !r.OK() || r.Completed != r.Items || r.Items != 300 || r.Counted != int64(r.Completed) {
+		t.Errorf("tx (seed %d): %d of %d completed, counters sum to %d, %d lost, %d recorded twice, %d stuck, %d failed, %d crashes",
+			r.Seed, r.Completed, r.Items, r.Counted, r.Lost, r.RecordedTwice, r.Stuck, r.Failed, r.Crashes)
+	}
+	if r.Kills < 5 {
+		t.Errorf("only %d kills; the run proves little", r.Kills)
+	}
+	if t.Failed() {
+		t.Logf("run log:\n%s", tail(logs.Bytes(), 16<<10))
+	}
+}
+
+func TestChaosTxSQLite(t *testing.T) { shortTx(t, "", 1) }
+
+func TestChaosTxPostgres(t *testing.T) {
+	shortTx(t, testutil.PostgresURL(t), 2) // skips when no PostgreSQL is available
+}

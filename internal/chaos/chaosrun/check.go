@@ -18,7 +18,7 @@ import (
 // the workers have stopped.
 type Result struct {
 	Store string
-	Mode  string // "chain" or "queue"
+	Mode  string // "chain", "queue" or "tx"
 	// Items: chain workflows asked for, or queue messages published.
 	Items int
 	// Completed: chain workflows that completed with the right result and
@@ -26,12 +26,17 @@ type Result struct {
 	// received once and recorded.
 	Completed int
 	// RecordedTwice: an activity ID with two results in one history, or a
-	// message received twice (by one consumer or across consumers).
+	// message received twice (by one consumer or across consumers); in tx
+	// mode also a counter increment applied beyond the recorded results.
 	RecordedTwice int
+	// Counted is the sum of the tx workload's counters (-1 in the other
+	// modes): it must equal the tx workflows whose count was recorded.
+	Counted int64
 	// DupExecutions: side-effect log lines beyond the first per idempotency
 	// key. Allowed (activities run at least once), but reported.
 	DupExecutions int
 	// Lost: a spawn that was acknowledged but is not in the store; a
+	// recorded tx count whose increment is missing from its counter; a
 	// published message that nobody received and that is not queued any
 	// more; a message received by a consumer that ended without recording it.
 	Lost int
@@ -92,6 +97,13 @@ func (r *runner) check(ctx context.Context) ([]Result, error) {
 	}
 	if r.cfg.Queue {
 		res, err := r.checkQueue(ctx, effects)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	if r.cfg.Tx {
+		res, err := r.checkTx(ctx, effects)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +178,7 @@ func activities(res *Result, id string, hist []persistence.Event, effects map[st
 const checkConcurrency = 4
 
 func (r *runner) checkChain(ctx context.Context, effects map[string]int) (Result, error) {
-	res := Result{Mode: "chain", Items: r.cfg.Workflows, DupExecutions: dupExecutions(effects, chainPrefix(r.run))}
+	res := Result{Mode: "chain", Items: r.cfg.Workflows, Counted: -1, DupExecutions: dupExecutions(effects, chainPrefix(r.run))}
 	var mu sync.Mutex
 	err := forEach(ctx, r.cfg.Workflows, func(ctx context.Context, i int) error {
 		id := chainID(r.run, i)
@@ -215,7 +227,7 @@ func (r *runner) checkChain(ctx context.Context, effects map[string]int) (Result
 }
 
 func (r *runner) checkQueue(ctx context.Context, effects map[string]int) (Result, error) {
-	res := Result{Mode: "queue", DupExecutions: dupExecutions(effects, consumerPrefix(r.run))}
+	res := Result{Mode: "queue", Counted: -1, DupExecutions: dupExecutions(effects, consumerPrefix(r.run))}
 	published := map[string]bool{}
 	for i, id := range r.pubIDs {
 		if id == "" {

@@ -54,8 +54,10 @@ type Config struct {
 	// Workers is how many worker processes run at once. Default 1 for
 	// SQLite, 2 for PostgreSQL.
 	Workers int
-	// Chain and Queue select the workloads (both may run together).
-	Chain, Queue bool
+	// Chain, Queue and Tx select the workloads (they may run together). Tx
+	// spawns -workflows instances of a workflow whose one transactional
+	// activity increments a row of a user table in the store's database.
+	Chain, Queue, Tx bool
 	// LeaseTTL is the workers' actor.Config.LeaseTTL: how long the
 	// instances of a killed worker that restarts under a new node ID wait
 	// for a take-over. Default 2s.
@@ -155,6 +157,7 @@ type runner struct {
 	pubRetries  atomic.Int64
 	stopsSent   map[int]bool
 	chainDone   bool
+	txDone      bool
 	queueDone   bool
 	lastStoreAt time.Time
 }
@@ -166,7 +169,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(cfg.WorkerCommand) == 0 || cfg.Dir == "" {
 		return nil, errors.New("chaosrun: Config.WorkerCommand and Config.Dir are required")
 	}
-	if !cfg.Chain && !cfg.Queue {
+	if !cfg.Chain && !cfg.Queue && !cfg.Tx {
 		return nil, errors.New("chaosrun: no workload selected")
 	}
 	if cfg.Workflows < 0 || cfg.Kills < 0 {
@@ -205,7 +208,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	r.log = cfg.Logger.With("run", r.run, "store", storeLabel(cfg.Store))
 	r.log.Info("chaos run", "workflows", cfg.Workflows, "kills", cfg.Kills, "workers", cfg.Workers, "lease", cfg.LeaseTTL,
-		"chain", cfg.Chain, "queue", cfg.Queue, "seed", cfg.Seed, "dir", cfg.Dir)
+		"chain", cfg.Chain, "queue", cfg.Queue, "tx", cfg.Tx, "seed", cfg.Seed, "dir", cfg.Dir)
 
 	// The effect log exists before any worker, so that progress can follow it.
 	f, err := os.OpenFile(r.effects, os.O_CREATE|os.O_RDONLY, 0o644)
@@ -253,10 +256,22 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			r.unassigned = append(r.unassigned, item{"chain", i})
 		}
 	}
+	if cfg.Tx {
+		// The user's table, before any worker writes it.
+		if err := execTx(ctx, r.st, txTable); err != nil {
+			return nil, fmt.Errorf("chaosrun: create the tx workload's table: %w", err)
+		}
+		for i := range cfg.Workflows {
+			r.unassigned = append(r.unassigned, item{"tx", i})
+		}
+	}
 	r.toAck = len(r.unassigned)
 	expected := 0
 	if cfg.Chain {
 		expected += chainSteps * cfg.Workflows
+	}
+	if cfg.Tx {
+		expected += cfg.Workflows
 	}
 	if cfg.Queue {
 		expected += cfg.Workflows
@@ -536,7 +551,18 @@ func (r *runner) checkEnd(ctx context.Context) bool {
 			}
 		}
 	}
-	return (!r.cfg.Chain || r.chainDone) && (!r.cfg.Queue || r.queueDone)
+	if r.cfg.Tx && !r.txDone && r.allAcked("tx") {
+		open, err := r.anyOpen(ctx, txName, txPrefix(r.run))
+		if err != nil {
+			r.log.Warn("store check", "err", err)
+			return false
+		}
+		r.txDone = !open
+		if r.txDone {
+			r.log.Info("every tx workflow ended", "executions", r.progress.lines, "kills", r.kills)
+		}
+	}
+	return (!r.cfg.Chain || r.chainDone) && (!r.cfg.Queue || r.queueDone) && (!r.cfg.Tx || r.txDone)
 }
 
 func (r *runner) allAcked(kind string) bool {

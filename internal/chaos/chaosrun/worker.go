@@ -42,7 +42,7 @@ const (
 
 // The worker's side of the protocol, one line each way:
 //
-//	parent → worker: "spawn chain 3 4 5", "spawn consumer 0 1", "stop"
+//	parent → worker: "spawn chain 3 4 5", "spawn consumer 0 1", "spawn tx 7", "stop"
 //	worker → parent: "ready", "ack chain 3" (the spawn is durable),
 //	                 "nack chain 3" (it failed; ask again), "stopped"
 //
@@ -86,8 +86,8 @@ func runWorker(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
-	chain, consumer := workflows(effects)
-	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(chain, consumer), NodeID: node,
+	chain, consumer, txWf := workflows(effects, run)
+	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(chain, consumer, txWf), NodeID: node,
 		LeaseTTL: lease, PassivateAfter: workerPassivateAfter, Logger: log}) // the runtime adds node=
 	if err != nil {
 		st.Close()
@@ -105,6 +105,8 @@ func runWorker(log *slog.Logger) error {
 			_, err = actor.Spawn(ctx, sys, chain, i, actor.WithID(chainID(run, i)))
 		case "consumer":
 			_, err = actor.Spawn(ctx, sys, consumer, channel, actor.WithID(consumerID(run, i)))
+		case "tx":
+			_, err = actor.Spawn(ctx, sys, txWf, i, actor.WithID(txID(run, i)))
 		default:
 			err = fmt.Errorf("unknown kind %q", kind)
 		}

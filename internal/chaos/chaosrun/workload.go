@@ -17,6 +17,8 @@ import (
 const (
 	chainName    = "chaos-chain"
 	consumerName = "chaos-consumer"
+	txName       = "chaos-tx"
+	countName    = "count"
 	stepName     = "step"
 	recordName   = "record"
 	chainSteps   = 3
@@ -29,9 +31,26 @@ func chainWant(i int) int { return i*1000 + 111 }
 // explicit SQLite file, a PostgreSQL database) never see each other.
 func chainID(run string, i int) string    { return fmt.Sprintf("%s-chain-%06d", run, i) }
 func consumerID(run string, j int) string { return fmt.Sprintf("%s-consumer-%02d", run, j) }
+func txID(run string, i int) string       { return fmt.Sprintf("%s-tx-%06d", run, i) }
 func chainPrefix(run string) string       { return run + "-chain-" }
+func txPrefix(run string) string          { return run + "-tx-" }
 func consumerPrefix(run string) string    { return run + "-consumer-" }
 func channelName(run string) string       { return "chaos-" + run + "-jobs" }
+
+// The tx workload's user table, in the store's database: counter rows the
+// "count" transactional activity increments, txRows of them per run (so
+// that concurrent workflows contend for rows), keyed "<run>-<row>".
+const (
+	txRows    = 16
+	txTable   = `CREATE TABLE IF NOT EXISTS chaos_counter (k TEXT PRIMARY KEY, n BIGINT NOT NULL)`
+	txInc     = `INSERT INTO chaos_counter (k, n) VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET n = chaos_counter.n + 1`
+	txReadRow = `SELECT n FROM chaos_counter WHERE k = $1`
+)
+
+func txRow(run string, i int) string { return fmt.Sprintf("%s-%d", run, i%txRows) }
+
+// txWant is what tx workflow i returns.
+func txWant(i int) int { return i*10 + 1 }
 
 // job is what the queue carries: published work, or (sent by PID once the
 // queue is drained) the order to end.
@@ -92,8 +111,9 @@ func work(ctx context.Context, key string) error {
 //   - consumer: subscribes to a competing channel and records every message
 //     it receives with a "record" activity (which logs the message ID and
 //     returns it, so the history itself says which message each record
-//     recorded), until a job with Stop arrives by PID.
-func workflows(effects *effectLog) (*actor.WorkflowDef[int, int], *actor.WorkflowDef[string, int]) {
+//     recorded), until a job with Stop arrives by PID;
+//   - tx: one "count" transactional activity incrementing a counter row.
+func workflows(effects *effectLog, run string) (*actor.WorkflowDef[int, int], *actor.WorkflowDef[string, int], *actor.WorkflowDef[int, int]) {
 	step := actor.Activity(stepName, func(ctx context.Context, n int) (int, error) {
 		if err := effects.append(ctx, strconv.Itoa(n)); err != nil {
 			return 0, err
@@ -131,5 +151,18 @@ func workflows(effects *effectLog) (*actor.WorkflowDef[int, int], *actor.Workflo
 			}
 		}
 	})
-	return chain, consumer
+	// tx: one "count" transactional activity that increments its row of
+	// the user's table, then logs its call (after the write, inside the
+	// transaction, so that kills land between the write and its record).
+	count := actor.TxActivity(countName, func(ctx context.Context, tx actor.Tx, i int) (int, error) {
+		if _, err := tx.Exec(ctx, txInc, txRow(run, i)); err != nil {
+			return 0, err
+		}
+		if err := effects.append(ctx, strconv.Itoa(i)); err != nil {
+			return 0, err
+		}
+		return txWant(i), nil
+	})
+	txWf := actor.Workflow(txName, func(ctx *actor.Context, i int) (int, error) { return count.Run(ctx, i) })
+	return chain, consumer, txWf
 }

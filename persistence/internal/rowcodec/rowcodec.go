@@ -36,7 +36,7 @@ type Scanner interface{ Scan(dest ...any) error }
 
 // InstanceColumns is the column list ScanInstance expects, in order.
 const InstanceColumns = `id, workflow, status, input, output, error, parent, COALESCE(lease_owner, ''), lease_epoch, lease_expires,
-	cancel_reason, restarts, restart_log, run, history_len, created_at, updated_at`
+	cancel_reason, restarts, restart_log, run, history_len, created_at, updated_at, waits`
 
 // ScanInstance reads an instance row selected with InstanceColumns.
 func ScanInstance(row Scanner) (persistence.Instance, error) {
@@ -45,7 +45,7 @@ func ScanInstance(row Scanner) (persistence.Instance, error) {
 	var expires, created, updated int64
 	var restarts string
 	err := row.Scan(&in.ID, &in.Workflow, &status, &in.Input, &in.Output, &in.Error, &in.Parent, &in.LeaseOwner, &in.LeaseEpoch,
-		&expires, &in.CancelReason, &in.Restarts, &restarts, &in.Run, &in.HistoryLen, &created, &updated)
+		&expires, &in.CancelReason, &in.Restarts, &restarts, &in.Run, &in.HistoryLen, &created, &updated, &in.Waits)
 	if err != nil {
 		return in, err
 	}

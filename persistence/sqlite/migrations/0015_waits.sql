@@ -1,0 +1,5 @@
+-- What an instance is parked on (the runtime's description: the message
+-- types and filters of its receives, its timers, the children it awaits),
+-- so that a tool without the workflow's code can show it. Not indexed: the
+-- steps that set it leave the indexes alone.
+ALTER TABLE instances ADD COLUMN waits BLOB;
