@@ -132,6 +132,11 @@ type activation struct {
 
 	ctx   *Context
 	final persistence.Instance // the ended instance, once finish committed
+
+	// queries are answered while parked (System.Query); exited is closed
+	// when the workflow goroutine has ended, and answers no more.
+	queries chan *queryAsk
+	exited  chan struct{}
 }
 
 func newActivation(s *System, def Definition, inst persistence.Instance, hist journal.History) *activation {
@@ -146,6 +151,7 @@ func newActivationIn(v *env, s *System, def Definition, inst persistence.Instanc
 		env: v, sys: s, id: inst.ID, def: def,
 		wakeCh: make(chan struct{}, 1), stopCh: make(chan struct{}), cancelCh: make(chan struct{}),
 		inbox: make(chan attemptResult, 16), actCtl: map[*command]context.CancelFunc{},
+		queries: make(chan *queryAsk), exited: make(chan struct{}),
 	}
 	a.ctx = &Context{a: a}
 	a.waits = inst.Waits
@@ -273,6 +279,7 @@ const (
 // crash, waits out the restart back-off and executes it again from history.
 func (a *activation) run() {
 	finished := false
+	defer close(a.exited)
 	defer func() { a.sys.ended(a, finished) }()
 	defer func() { a.stopRun() }()
 	for {

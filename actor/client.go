@@ -121,7 +121,10 @@ func (s *System) spawn(ctx context.Context, def Definition, input []byte, id, pa
 // the instance is created without a lease and woken: the wake reaches
 // whoever holds the start, who acts on it once done, or the owner. Either
 // way no instance is left under a lease nobody runs.
-func (s *System) create(ctx context.Context, def Definition, input []byte, id, parent string) (pid PID, existed bool, err error) {
+//
+// with adds to the creating step (events after started, messages): all of
+// it commits with the creation, or none of it.
+func (s *System) create(ctx context.Context, def Definition, input []byte, id, parent string, with ...func(*persistence.Step)) (pid PID, existed bool, err error) {
 	if id == "" {
 		id = def.Name() + "-" + newSortableID()
 	}
@@ -152,7 +155,12 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		inst.LeaseOwner, inst.LeaseEpoch, leaseTTL = s.cfg.NodeID, 1, s.cfg.LeaseTTL
 	}
 	started := persistence.Event{Seq: 0, Kind: EventStarted, Name: def.Name(), Ref: s.codec.Name(), Payload: input, At: now}
-	res, err := s.store.Apply(ctx, persistence.Step{Create: &inst, LeaseTTL: leaseTTL, History: []persistence.Event{started}})
+	step := persistence.Step{Create: &inst, LeaseTTL: leaseTTL, History: []persistence.Event{started}}
+	for _, f := range with {
+		f(&step)
+	}
+	inst.HistoryLen = int64(len(step.History))
+	res, err := s.store.Apply(ctx, step)
 	switch {
 	case err != nil:
 		if held {
@@ -175,12 +183,15 @@ func (s *System) create(ctx context.Context, def Definition, input []byte, id, p
 		return PID(id), true, nil
 	}
 	s.hook(HookEvent{Kind: HookInstanceStarted, Instance: id, Workflow: def.Name()})
+	if len(step.Send) > 0 {
+		s.afterCommit(id, &step, res)
+	}
 	if !held {
 		s.wake(id)
 		return PID(id), false, nil
 	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
-	a := newActivation(s, def, inst, journal.Events{started})
+	a := newActivation(s, def, inst, journal.Events(step.History))
 	a.quietMail = true
 	s.launch(a)
 	return PID(id), false, nil

@@ -240,6 +240,8 @@ func (e *env) recordError(err error) *errorRecord {
 	switch {
 	case errors.Is(err, ErrCancelled):
 		rec.Kind = "cancelled"
+	case errors.Is(err, ErrCallTimeout):
+		rec.Kind = "call_timeout"
 	case errors.Is(err, ErrTimeout):
 		rec.Kind = "timeout"
 	}
@@ -339,6 +341,8 @@ func (e *env) rebuildError(r *errorRecord) error {
 		return &recordedErr{msg: r.Message, kind: ErrCancelled}
 	case "timeout":
 		return &recordedErr{msg: r.Message, kind: ErrTimeout}
+	case "call_timeout":
+		return &recordedErr{msg: r.Message, kind: &callTimeoutError{}}
 	}
 	if base := e.registered(r); base != nil {
 		if base.Error() == r.Message {

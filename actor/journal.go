@@ -394,6 +394,8 @@ func (a *activation) park(recv []*command) bool {
 		case <-a.wakeCh:
 			held = true
 			return true
+		case q := <-a.queries:
+			a.answerQuery(q)
 		case o := <-a.inbox:
 			held = true
 			a.outcome(o)

@@ -372,6 +372,10 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, taken := defs[callWorkflowName]; taken {
+		return nil, fmt.Errorf("%w: the workflow name %q is the runtime's (calls from outside)", ErrInvalidInput, callWorkflowName)
+	}
+	defs[callWorkflowName] = newCallWorkflow()
 	names, err := newMessageNames(cfg.Messages)
 	if err != nil {
 		return nil, err
@@ -463,6 +467,9 @@ func (s *System) NodeID() string { return s.cfg.NodeID }
 func (s *System) Workflows() []string {
 	names := make([]string, 0, len(s.defs))
 	for name := range s.defs {
+		if name == callWorkflowName {
+			continue // the runtime's own
+		}
 		names = append(names, name)
 	}
 	sort.Strings(names)

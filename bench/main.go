@@ -152,6 +152,9 @@ func workloads() []workload {
 		{"history", runHistory},
 		{"retry", runRetry},
 		{"purge", runPurge},
+		{"call", runCall},
+		{"crosscall", runCrossCall},
+		{"query", runQuery},
 		{"mcp", runMCP},
 	}
 }

@@ -45,6 +45,7 @@ func commandTable() []*command {
 		resetCommand(),
 		purgeCommand(),
 		replayCommand(),
+		queryCommand(),
 		migrateCommand(),
 		membersCommand(),
 		viewerCommand(),

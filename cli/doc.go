@@ -1,7 +1,8 @@
 // Package cli is the norn command: list and inspect instances (ls, show,
 // history), look at channels, send and publish messages, cancel instances
 // one by one or in bulk, migrate a store's schema, list a cluster's
-// members, and replay stored histories against workflow code.
+// members, and replay stored histories against workflow code (query too:
+// it answers an instance's query handlers from its replayed history).
 //
 // The stock command is github.com/nornlabs/norn/cmd/norn. It holds no
 // workflow code, so it cannot replay; a program that wants replay builds

@@ -47,6 +47,8 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(os.Args[1:], orderFlow, batchFlow, itemFlow))
 	case "v2":
 		os.Exit(cli.Main(os.Args[1:], orderFlowV2))
+	case "query":
+		os.Exit(cli.Main(os.Args[1:], tallyFlow))
 	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "norn-cli-test-")

@@ -12,7 +12,12 @@
 // messages with their channel and sender, timers with their due times,
 // children), its mailbox, subscriptions and pending timers. A long history
 // shows its first and last events, with a link to page through the rest,
-// so a page costs the same for ten events or a million.
+// so a page costs the same for ten events or a million. Its query form
+// asks the instance a query its workflow registered (actor.HandleQuery)
+// and shows the answer: from the live activation when the System runs it,
+// else by replaying its history, with the System's workflows or
+// Options.Workflows. A query writes nothing, so the read-only viewer has
+// the form too.
 //
 // The channels page lists every channel with its mode, subscribers,
 // waiting messages and the oldest one's age; the counts page the instances

@@ -42,6 +42,7 @@ type instanceData struct {
 	Types     []string
 	ParentURL string
 	Terminal  bool
+	Query     queryForm
 }
 
 type mailRow struct {
@@ -147,7 +148,8 @@ func (h *handler) instance(w http.ResponseWriter, r *http.Request) {
 	d.Waits = h.waitRows(inst.Waits)
 	d.Types = messageTypes(d)
 	d.Chart = h.instanceChart(inst, win, after)
-	h.render(w, r, http.StatusOK, "instance", d)
+	status := h.askQuery(ctx, r, pid, inst.Workflow, d)
+	h.render(w, r, status, "instance", d)
 }
 
 // instanceChart draws the loaded events on a time axis. What has not

@@ -53,7 +53,8 @@ type Options struct {
 	ActionTokenTTL time.Duration
 	// Workflows are the workflows the list page's start form offers (with
 	// AllowActions): the definitions of the program that mounts the viewer
-	// (cli.Main passes its own). Empty: no start form.
+	// (cli.Main passes its own). Empty: no start form. The query form also
+	// replays with them the instances of workflows sys lacks.
 	Workflows []actor.Definition
 }
 

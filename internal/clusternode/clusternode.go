@@ -114,6 +114,38 @@ var Pinger = actor.Workflow("pinger", func(ctx *actor.Context, in PingInput) (in
 	return in.Times, nil
 })
 
+// Counter answers n requests (actor.ReceiveCall) of an int with the sum
+// of those received so far, then ends.
+var Counter = actor.Workflow("counter", func(ctx *actor.Context, n int) (int, error) {
+	sum := 0
+	for i := 0; i < n; i++ {
+		req, err := actor.ReceiveCall[int](ctx)
+		if err != nil {
+			return i, err
+		}
+		sum += req.Value
+		if err := req.Reply(ctx, sum); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+})
+
+// Caller calls its peer (a Counter) Times times with 1 and checks each
+// reply.
+var Caller = actor.Workflow("caller", func(ctx *actor.Context, in PingInput) (int, error) {
+	for i := 0; i < in.Times; i++ {
+		sum, err := actor.Call[int](ctx, in.Peer, 1, actor.CallOptions{})
+		if err != nil {
+			return i, err
+		}
+		if sum != i+1 {
+			return i, fmt.Errorf("call %d: reply %d, want %d", i, sum, i+1)
+		}
+	}
+	return in.Times, nil
+})
+
 // Start opens the store, joins the cluster and starts the System.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	st, err := storeurl.Open(ctx, cfg.Store)
@@ -137,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sys, err := actor.Start(ctx, actor.Config{
 		Store: st, NodeID: cfg.NodeID, Cluster: cl, LeaseTTL: cfg.LeaseTTL, PassivateAfter: cfg.PassivateAfter,
 		RecoveryInterval: cfg.RecoveryInterval, Logger: cfg.Logger,
-		Workflows: actor.Register(sleeper, Ponger, Pinger),
+		Workflows: actor.Register(sleeper, Ponger, Pinger, Counter, Caller),
 		Hooks:     reporter{node: cfg.NodeID, out: out},
 	})
 	if err != nil {
