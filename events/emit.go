@@ -83,6 +83,33 @@ func WithEventID(id string) EmitOption {
 // input and the results of durable calls. The relayer sends exactly the
 // recorded event, so retries carry the same ID, time and data.
 func Emit(ctx *actor.Context, e event.Event, opts ...EmitOption) (string, error) {
+	tp, _ := ctx.Local(TraceParentKey{}).(string)
+	ev, err := outgoing(e, opts, ctx.InstanceID(), tp)
+	if err != nil {
+		return "", err
+	}
+	// Validated before the Now call, so that a refused event leaves no
+	// trace in history (a fixed event is then not a changed call).
+	if ev.Time().IsZero() {
+		ev.SetTime(ctx.Now())
+	}
+	// Without an ID the event is stored with an empty one and the outbox
+	// record's ID (EmitEvent's deterministic default) is the event's ID:
+	// the relayer puts it in before sending. Emit cannot know that default
+	// in advance, and a guessed one would not survive a restart.
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return "", fmt.Errorf("%w: events: emit %q: encode: %v", actor.ErrInvalidInput, ev.Type(), err)
+	}
+	return ctx.EmitEvent(ev.ID(), ev.Type(), data)
+}
+
+// outgoing is e as the outbox records it, for Emit and EmitTx: a CloudEvent
+// 1.0 with the options' ID, a source naming the instance unless e has one,
+// and traceparent (when not empty) unless e carries one; refused with
+// ErrInvalidInput if it is still not a valid event (but for its ID, which
+// the outbox assigns, and its time, which the caller sets).
+func outgoing(e event.Event, opts []EmitOption, instance, traceparent string) (event.Event, error) {
 	var cfg emitConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -101,40 +128,25 @@ func Emit(ctx *actor.Context, e event.Event, opts ...EmitOption) (string, error)
 	if len(ev.FieldErrors) > 0 {
 		// A setter refused a value (say, a source that is no URI): the
 		// defaults below must not paper over it.
-		return "", fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(event.ValidationError(ev.FieldErrors)))
+		return ev, fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(event.ValidationError(ev.FieldErrors)))
 	}
 	if cfg.id != "" {
 		ev.SetID(cfg.id)
 	}
 	if ev.Source() == "" {
-		ev.SetSource(defaultSource(ctx.InstanceID()))
+		ev.SetSource(defaultSource(instance))
 	}
-	if _, ok := ev.Extensions()[traceParentExt]; !ok {
-		if tp, _ := ctx.Local(TraceParentKey{}).(string); tp != "" {
-			ev.SetExtension(traceParentExt, tp)
-		}
+	if _, ok := ev.Extensions()[traceParentExt]; !ok && traceparent != "" {
+		ev.SetExtension(traceParentExt, traceparent)
 	}
-	// Validate before the Now call, so that a refused event leaves no
-	// trace in history (a fixed event is then not a changed call).
 	check := ev.Clone()
 	if check.ID() == "" {
-		check.SetID("placeholder") // the outbox assigns it below
+		check.SetID("placeholder") // the outbox assigns it
 	}
 	if err := check.Validate(); err != nil {
-		return "", fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(err))
+		return ev, fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(err))
 	}
-	if ev.Time().IsZero() {
-		ev.SetTime(ctx.Now())
-	}
-	// Without an ID the event is stored with an empty one and the outbox
-	// record's ID (EmitEvent's deterministic default) is the event's ID:
-	// the relayer puts it in before sending. Emit cannot know that default
-	// in advance, and a guessed one would not survive a restart.
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return "", fmt.Errorf("%w: events: emit %q: encode: %v", actor.ErrInvalidInput, ev.Type(), err)
-	}
-	return ctx.EmitEvent(ev.ID(), ev.Type(), data)
+	return ev, nil
 }
 
 // defaultSource is "norn://<id>" when that is a URI reference naming the

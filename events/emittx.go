@@ -30,35 +30,9 @@ func EmitTx(ctx context.Context, e event.Event, opts ...EmitOption) (string, err
 	if !ok {
 		return "", actor.ErrNotTransactional
 	}
-	var cfg emitConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	var ev event.Event
-	if e.Context == nil {
-		ev = event.Event{DataEncoded: append([]byte(nil), e.DataEncoded...), DataBase64: e.DataBase64}
-		ev.SetSpecVersion(event.CloudEventsVersionV1)
-	} else {
-		ev = e.Clone()
-		if ev.SpecVersion() != event.CloudEventsVersionV1 {
-			ev.SetSpecVersion(event.CloudEventsVersionV1)
-		}
-	}
-	if len(ev.FieldErrors) > 0 {
-		return "", fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(event.ValidationError(ev.FieldErrors)))
-	}
-	if cfg.id != "" {
-		ev.SetID(cfg.id)
-	}
-	if ev.Source() == "" {
-		ev.SetSource(defaultSource(info.InstanceID))
-	}
-	check := ev.Clone()
-	if check.ID() == "" {
-		check.SetID("placeholder") // the outbox assigns it
-	}
-	if err := check.Validate(); err != nil {
-		return "", fmt.Errorf("%w: events: emit %q: %s", actor.ErrInvalidInput, ev.Type(), validationText(err))
+	ev, err := outgoing(e, opts, info.InstanceID, "")
+	if err != nil {
+		return "", err
 	}
 	if ev.Time().IsZero() {
 		ev.SetTime(time.Now())
