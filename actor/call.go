@@ -401,7 +401,7 @@ func (s *System) call(ctx context.Context, pid PID, req any, opts CallOptions) (
 	case err != nil:
 		return callOutput{}, err
 	}
-	inst, err := s.awaitCall(ctx, id)
+	inst, err := s.awaitEnd(ctx, id, callPollMin, callPollMax)
 	if err != nil {
 		return callOutput{}, err
 	}
@@ -443,45 +443,4 @@ func (s *System) localCallID() string {
 		id = callIDPrefix + newSortableID()
 	}
 	return id
-}
-
-// awaitCall waits for a call instance to end: woken by its end if it runs
-// here, else polling the store, fast at first.
-func (s *System) awaitCall(ctx context.Context, id string) (persistence.Instance, error) {
-	poll := callPollMin
-	t := time.NewTimer(poll)
-	defer t.Stop()
-	for {
-		c, live := s.waitEnd(id)
-		if live {
-			select {
-			case end := <-c:
-				if end != nil {
-					return *end, nil
-				}
-				continue
-			case <-ctx.Done():
-				s.dropWaiter(id, c)
-				return persistence.Instance{}, ctx.Err()
-			}
-		}
-		inst, err := s.store.Instance(ctx, id)
-		if err != nil || inst.Status.Terminal() {
-			s.dropWaiter(id, c)
-			return inst, err
-		}
-		t.Reset(poll)
-		poll = min(2*poll, callPollMax)
-		select {
-		case end := <-c:
-			if end != nil {
-				return *end, nil
-			}
-		case <-t.C:
-			s.dropWaiter(id, c)
-		case <-ctx.Done():
-			s.dropWaiter(id, c)
-			return persistence.Instance{}, ctx.Err()
-		}
-	}
 }

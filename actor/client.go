@@ -241,12 +241,16 @@ func (s *System) AwaitDone(ctx context.Context, pid PID) (Instance, error) {
 }
 
 func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, error) {
-	id := string(pid)
-	t := time.NewTimer(awaitPoll)
+	return s.awaitEnd(ctx, string(pid), awaitPoll/64, awaitPoll)
+}
+
+// awaitEnd waits for instance id to end: woken by its end if it runs here,
+// else polling the store, every first at first and then less and less
+// often, up to every most: most awaited instances are short.
+func (s *System) awaitEnd(ctx context.Context, id string, first, most time.Duration) (persistence.Instance, error) {
+	t := time.NewTimer(most)
 	defer t.Stop()
-	// The poll for an instance that ends elsewhere starts fast and slows
-	// down: most awaited instances are short.
-	remote := awaitPoll / 64
+	remote := first
 	for {
 		c, live := s.waitEnd(id)
 		if live {
@@ -271,9 +275,9 @@ func (s *System) awaitDone(ctx context.Context, pid PID) (persistence.Instance, 
 		// An instance this node holds ends here and wakes the waiter; the
 		// poll is for instances other nodes run.
 		poll := remote
-		remote = min(2*remote, awaitPoll)
+		remote = min(2*remote, most)
 		if inst.LeaseOwner == s.cfg.NodeID {
-			poll = 10 * awaitPoll
+			poll = 10 * most
 		}
 		t.Reset(poll)
 		select {
