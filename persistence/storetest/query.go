@@ -17,7 +17,7 @@ import (
 // queryInstances is how many instances the listing tests create: enough
 // that pages, status branches and filters cross many index pages. -short
 // runs use fewer.
-const queryInstances = 10000
+const queryInstances = 5000
 
 func queryCount() int {
 	if testing.Short() {
@@ -207,7 +207,7 @@ func diffIDs(got, want []string) string {
 	return fmt.Sprintf("lengths %d, want %d", len(got), len(want))
 }
 
-// Filters and pagination over 10,000 instances (2,000 with -short): every page is exact (the
+// Filters and pagination over 5,000 instances (1,000 with -short): every page is exact (the
 // instances the filters select, newest first, split at the limit), with no
 // duplicates and no gaps.
 func testListInstances(t *testing.T, st persistence.Store) {
