@@ -298,6 +298,7 @@ func newCallWorkflow() Definition {
 		}
 		var out callOutput
 		m, err := ctx.a.call(PID(in.Target), in.Type, in.Payload, in.Timeout)
+		replied := err == nil
 		switch {
 		case errors.Is(err, ErrCallTimeout):
 			out.TimedOut = true
@@ -309,7 +310,15 @@ func newCallWorkflow() Definition {
 		default:
 			out.Payload, out.Type, out.Error = m.Payload, m.Type, m.Metadata[callErrKey]
 		}
-		return json.Marshal(out)
+		b, err := json.Marshal(out)
+		if err == nil && replied && ctx.a.sys != nil {
+			// A reply (not a timeout) is what this instance records, however
+			// its end's commit goes: a rerun after a crash takes the same
+			// reply, which a wait looks for before its timeout. So the
+			// caller here may have it now, a commit earlier.
+			ctx.a.sys.answerCall(ctx.a.id, b)
+		}
+		return b, err
 	})
 }
 
@@ -386,12 +395,17 @@ func (s *System) call(ctx context.Context, pid PID, req any, opts CallOptions) (
 	// recorded event), so that a call costs no commit of its own for it.
 	callID := newCallID()
 	sendRequest := func(step *persistence.Step) {
+		// It parks at once, waiting for the reply: created waiting, its
+		// park costs no write of its own.
+		step.Create.Status = persistence.StatusWaiting
 		step.History = append(step.History, persistence.Event{Seq: int64(len(step.History)), Kind: EventSent, Name: in.Target,
 			Ref: callID, Digest: digest(append([]byte(CallChannel+"\x00"+in.Type+"\x00"), payload...)), At: time.Now()})
 		step.Send = append(step.Send, persistence.NewMessage{ID: callID, Channel: CallChannel, Target: in.Target, Sender: id,
 			Type: in.Type, Payload: payload, Metadata: map[string]string{callIDKey: callID, replyToKey: id},
 			MustDeliver: true, Dedupe: true})
 	}
+	answer := s.expectAnswer(id)
+	defer s.forgetAnswer(id, answer)
 	_, existed, err := s.create(ctx, def, input, id, "", sendRequest)
 	s.leave()
 	switch {
@@ -401,22 +415,41 @@ func (s *System) call(ctx context.Context, pid PID, req any, opts CallOptions) (
 	case err != nil:
 		return callOutput{}, err
 	}
+	if !existed {
+		output, err := s.awaitAnswer(ctx, id, answer)
+		if err != nil {
+			return callOutput{}, err
+		}
+		return s.callResult(id, pid, timeout, output)
+	}
+	s.forgetAnswer(id, answer)
 	inst, err := s.awaitEnd(ctx, id, callPollMin, callPollMax)
 	if err != nil {
 		return callOutput{}, err
 	}
-	if existed {
-		var was callInput
-		if json.Unmarshal(inst.Input, &was) != nil || was.Target != in.Target || was.Type != in.Type || string(was.Payload) != string(payload) {
-			return callOutput{}, fmt.Errorf("%w: call %q was made with another request", ErrInvalidInput, opts.ID)
-		}
+	var was callInput
+	if json.Unmarshal(inst.Input, &was) != nil || was.Target != in.Target || was.Type != in.Type || string(was.Payload) != string(payload) {
+		return callOutput{}, fmt.Errorf("%w: call %q was made with another request", ErrInvalidInput, opts.ID)
 	}
+	if err := callEnded(inst); err != nil {
+		return callOutput{}, err
+	}
+	return s.callResult(id, pid, timeout, inst.Output)
+}
+
+// callEnded fails for a call instance that ended other than completed:
+// cancelled or terminated from outside, or failed.
+func callEnded(inst persistence.Instance) error {
 	if inst.Status != persistence.StatusCompleted {
-		// Cancelled or terminated from outside, or failed.
-		return callOutput{}, fmt.Errorf("norn: call %s ended %s: %s", id, inst.Status, inst.Error)
+		return fmt.Errorf("norn: call %s ended %s: %s", inst.ID, inst.Status, inst.Error)
 	}
+	return nil
+}
+
+// callResult reads a call instance's output.
+func (s *System) callResult(id string, pid PID, timeout time.Duration, output []byte) (callOutput, error) {
 	var out callOutput
-	if err := json.Unmarshal(inst.Output, &out); err != nil {
+	if err := json.Unmarshal(output, &out); err != nil {
 		return callOutput{}, fmt.Errorf("norn: call %s: unreadable result: %w", id, err)
 	}
 	switch {
@@ -443,4 +476,70 @@ func (s *System) localCallID() string {
 		id = callIDPrefix + newSortableID()
 	}
 	return id
+}
+
+// expectAnswer registers for the answer of call instance id, which its
+// workflow gives this node as it takes the reply (answerCall), before its
+// end commits.
+func (s *System) expectAnswer(id string) chan []byte {
+	c := make(chan []byte, 1)
+	s.mu.Lock()
+	if s.answers == nil {
+		s.answers = map[string]chan []byte{}
+	}
+	s.answers[id] = c
+	s.mu.Unlock()
+	return c
+}
+
+func (s *System) forgetAnswer(id string, c chan []byte) {
+	s.mu.Lock()
+	if s.answers[id] == c {
+		delete(s.answers, id)
+	}
+	s.mu.Unlock()
+}
+
+// answerCall hands the output of call instance id to a CallFrom waiting
+// for it here, if any.
+func (s *System) answerCall(id string, output []byte) {
+	s.mu.Lock()
+	c := s.answers[id]
+	s.mu.Unlock()
+	if c != nil {
+		select {
+		case c <- output:
+		default:
+		}
+	}
+}
+
+// awaitAnswer waits for the output of call instance id: its answer, from
+// its workflow on this node as it takes the reply, or its end's.
+func (s *System) awaitAnswer(ctx context.Context, id string, answer chan []byte) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type ended struct {
+		inst persistence.Instance
+		err  error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		inst, err := s.awaitEnd(ctx, id, callPollMin, callPollMax)
+		done <- ended{inst, err}
+	}()
+	select {
+	case e := <-done:
+		if e.err != nil {
+			return nil, e.err
+		}
+		if err := callEnded(e.inst); err != nil {
+			return nil, err
+		}
+		return e.inst.Output, nil
+	case b := <-answer:
+		cancel()
+		<-done // the waiting goroutine ends before this returns
+		return b, nil
+	}
 }

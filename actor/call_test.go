@@ -158,6 +158,45 @@ func TestCallFromIsIdempotent(t *testing.T) {
 	}
 }
 
+// CallFrom returns the reply as its call instance takes it, a commit
+// before that instance's end: here the end's commit is held until the
+// caller has the reply. The end then records the same reply, and a repeat
+// of the call gets it from there.
+func TestCallFromAnswersBeforeTheCallEnds(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	st := &testutil.InterceptStore{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t))}
+	st.BeforeApply = func(_ context.Context, step persistence.Step) {
+		if step.Instance == "$call:k-early" && step.Status == persistence.StatusCompleted && once.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+		}
+	}
+	acct := account(nil)
+	sys := callNode(t, st, acct)
+	ctx := testutil.Ctx(t, liveWait)
+	if _, err := actor.Spawn(ctx, sys, acct, 0, actor.WithID("acct")); err != nil {
+		t.Fatal(err)
+	}
+	// The ID must be owned here for the answer to come from memory; a
+	// single node owns every ID.
+	b, err := actor.CallFrom[balance](ctx, sys, "acct", deposit{Amount: 7}, actor.CallOptions{ID: "k-early"})
+	if err != nil || b.Total != 7 {
+		t.Fatalf("call: %+v, %v; want 7", b, err)
+	}
+	// Its end is held (or not reached yet): CallFrom did not wait for it.
+	if inst, err := st.Instance(ctx, "$call:k-early"); err != nil || inst.Status.Terminal() {
+		t.Fatalf("call instance when CallFrom returned: %s, %v; want it not ended yet", inst.Status, err)
+	}
+	<-held
+	close(release)
+	b, err = actor.CallFrom[balance](ctx, sys, "acct", deposit{Amount: 7}, actor.CallOptions{ID: "k-early"})
+	if err != nil || b.Total != 7 {
+		t.Fatalf("repeated call: %+v, %v; want the recorded 7", b, err)
+	}
+}
+
 // A call whose reply comes too late fails with ErrCallTimeout, and the late
 // reply is not handed to the caller's next call.
 func TestCallTimeoutLateReplyIgnored(t *testing.T) {

@@ -196,6 +196,9 @@ type System struct {
 	// instances queued for an activator.
 	starts  *starts.Table
 	waiters map[string][]chan *persistence.Instance
+	// answers are the CallFrom calls waiting here for the answer of their
+	// call instance, by its ID (see answerCall).
+	answers map[string]chan []byte
 	// competing picks the consumer each message queued on a competing
 	// channel wakes (see compete.go).
 	competing *compete.Router[*activation]
