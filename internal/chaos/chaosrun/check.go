@@ -179,9 +179,20 @@ const checkConcurrency = 4
 
 func (r *runner) checkChain(ctx context.Context, effects map[string]int) (Result, error) {
 	res := Result{Mode: "chain", Items: r.cfg.Workflows, Counted: -1, DupExecutions: dupExecutions(effects, chainPrefix(r.run))}
+	err := r.checkEnds(ctx, &res, "chain", func(i int) string { return chainID(r.run, i) }, chainSteps, chainWant, effects, nil)
+	return res, err
+}
+
+// checkEnds reads each of the run's workflows of one kind from the store
+// and counts it in res: lost (its spawn was acknowledged, yet it is not in
+// the store) or never spawned, stuck, failed, or completed with steps
+// activity results and the output want(i). seen, if not nil, is given each
+// stored workflow's activity results first.
+func (r *runner) checkEnds(ctx context.Context, res *Result, kind string, idOf func(int) string, steps int, want func(int) int,
+	effects map[string]int, seen func(i int, acts map[string]persistence.Event)) error {
 	var mu sync.Mutex
-	err := forEach(ctx, r.cfg.Workflows, func(ctx context.Context, i int) error {
-		id := chainID(r.run, i)
+	return forEach(ctx, r.cfg.Workflows, func(ctx context.Context, i int) error {
+		id := idOf(i)
 		inst, err := r.st.Instance(ctx, id)
 		var hist []persistence.Event
 		if err == nil {
@@ -190,7 +201,7 @@ func (r *runner) checkChain(ctx context.Context, effects map[string]int) (Result
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case errors.Is(err, persistence.ErrNotFound) && r.acked[item{"chain", i}]:
+		case errors.Is(err, persistence.ErrNotFound) && r.acked[item{kind, i}]:
 			res.Lost++
 			res.note("%s: spawn acknowledged, but not in the store", id)
 			return nil
@@ -201,29 +212,31 @@ func (r *runner) checkChain(ctx context.Context, effects map[string]int) (Result
 		case err != nil:
 			return err
 		}
-		acts := activities(&res, id, hist, effects)
+		acts := activities(res, id, hist, effects)
+		if seen != nil {
+			seen(i, acts)
+		}
 		switch {
 		case !inst.Status.Terminal():
 			res.Stuck++
-			res.note("%s: still %s with %d of %d activities", id, inst.Status, len(acts), chainSteps)
+			res.note("%s: still %s with %d of %d activities", id, inst.Status, len(acts), steps)
 		case inst.Status != persistence.StatusCompleted:
 			res.Failed++
 			res.note("%s: %s: %s", id, inst.Status, inst.Error)
-		case len(acts) != chainSteps:
+		case len(acts) != steps:
 			res.Failed++
-			res.note("%s: completed with %d activity results, want %d", id, len(acts), chainSteps)
+			res.note("%s: completed with %d activity results, want %d", id, len(acts), steps)
 		default:
 			var got int
-			if err := json.Unmarshal(inst.Output, &got); err != nil || got != chainWant(i) {
+			if err := json.Unmarshal(inst.Output, &got); err != nil || got != want(i) {
 				res.Failed++
-				res.note("%s: completed with %q, want %d", id, inst.Output, chainWant(i))
+				res.note("%s: completed with %q, want %d", id, inst.Output, want(i))
 				return nil
 			}
 			res.Completed++
 		}
 		return nil
 	})
-	return res, err
 }
 
 func (r *runner) checkQueue(ctx context.Context, effects map[string]int) (Result, error) {

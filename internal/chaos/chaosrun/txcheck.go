@@ -2,10 +2,8 @@ package chaosrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/nornlabs/norn/persistence"
 )
@@ -48,53 +46,12 @@ func readCounters(ctx context.Context, st persistence.Store, run string) ([]int6
 func (r *runner) checkTx(ctx context.Context, effects map[string]int) (Result, error) {
 	res := Result{Mode: "tx", Items: r.cfg.Workflows, DupExecutions: dupExecutions(effects, txPrefix(r.run))}
 	completed := make([]int64, txRows) // per row: workflows whose count committed
-	var mu sync.Mutex
-	err := forEach(ctx, r.cfg.Workflows, func(ctx context.Context, i int) error {
-		id := txID(r.run, i)
-		inst, err := r.st.Instance(ctx, id)
-		var hist []persistence.Event
-		if err == nil {
-			hist, err = r.st.History(ctx, id, 0)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case errors.Is(err, persistence.ErrNotFound) && r.acked[item{"tx", i}]:
-			res.Lost++
-			res.note("%s: spawn acknowledged, but not in the store", id)
-			return nil
-		case errors.Is(err, persistence.ErrNotFound):
-			res.Stuck++
-			res.note("%s: never spawned (the deadline came first)", id)
-			return nil
-		case err != nil:
-			return err
-		}
-		acts := activities(&res, id, hist, effects)
-		if e, ok := acts[countName+":1"]; ok && e.Error == "" {
-			completed[i%txRows]++
-		}
-		switch {
-		case !inst.Status.Terminal():
-			res.Stuck++
-			res.note("%s: still %s", id, inst.Status)
-		case inst.Status != persistence.StatusCompleted:
-			res.Failed++
-			res.note("%s: %s: %s", id, inst.Status, inst.Error)
-		case len(acts) != 1:
-			res.Failed++
-			res.note("%s: completed with %d activity results, want 1", id, len(acts))
-		default:
-			var got int
-			if err := json.Unmarshal(inst.Output, &got); err != nil || got != txWant(i) {
-				res.Failed++
-				res.note("%s: completed with %q, want %d", id, inst.Output, txWant(i))
-				return nil
+	err := r.checkEnds(ctx, &res, "tx", func(i int) string { return txID(r.run, i) }, 1, txWant, effects,
+		func(i int, acts map[string]persistence.Event) {
+			if e, ok := acts[countName+":1"]; ok && e.Error == "" {
+				completed[i%txRows]++
 			}
-			res.Completed++
-		}
-		return nil
-	})
+		})
 	if err != nil {
 		return res, err
 	}
