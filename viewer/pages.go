@@ -26,9 +26,9 @@ type instanceData struct {
 	Chart      template.HTML // the timeline chart
 	Head, Tail []item
 	Gap        int64
-	MoreURL    string // next page of the timeline
-	FirstURL   string // back to first and last events
-	Paged      bool   // showing a page after "more"
+	MoreURL    string    // next page of the timeline
+	FirstURL   string    // back to first and last events
+	Paged      bool      // showing a page after "more"
 	Waits      []waitRow // what a waiting instance is parked on
 	Mailbox    []mailRow
 	MailMore   bool
