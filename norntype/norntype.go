@@ -12,9 +12,9 @@ func (p PID) String() string { return string(p) }
 // Status is the lifecycle state of an instance.
 type Status string
 
-// Instance statuses. Running covers both executing and parked activations;
-// Waiting means passivated: no activation holds it, and only mail, a timer or
-// a cancel request brings it back.
+// Instance statuses. Running: executing, or an activity is in flight.
+// Waiting: parked in a receive, a timer or an await, with or without a live
+// activation; mail, a timer or a cancel request carries it on.
 const (
 	StatusRunning      Status = "running"
 	StatusWaiting      Status = "waiting"
