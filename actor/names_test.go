@@ -208,3 +208,47 @@ func TestRenamedMessageAcrossBuilds(t *testing.T) {
 		t.Fatalf("order-1 received a message stored as %q, want the registered name", stored)
 	}
 }
+
+// A query of a passivated instance replays its history with the node's
+// message names, as a live run matches them: a message stored under the
+// registered name is still taken by the replayed receive.
+func TestQueryReplaysWithMessageNames(t *testing.T) {
+	t.Parallel()
+	ctx := testutil.Ctx(t, 30*time.Second)
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	names := []actor.MessageName{actor.Message[approvalV2]("orders.approval")}
+	wf := actor.Workflow("named-query", func(ctx *actor.Context, _ int) (string, error) {
+		by := ""
+		if err := actor.HandleQuery(ctx, "by", func(struct{}) (string, error) { return by, nil }); err != nil {
+			return "", err
+		}
+		m, err := actor.Receive[approvalV2](ctx)
+		if err != nil {
+			return "", err
+		}
+		by = m.Value.By
+		_, err = actor.Receive[int](ctx) // parks for good
+		return by, err
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), Messages: names})
+	pid, err := actor.Spawn(ctx, sys, wf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Send(ctx, pid, approvalV2{By: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the approval taken", func() bool {
+		h, err := sys.History(ctx, pid)
+		return err == nil && countKind(h, actor.EventReceived) == 1
+	})
+	if err := sys.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another node, with the same workflow and names, answers by replay.
+	other := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), Messages: names, Client: true})
+	got, err := actor.Query[string](ctx, other, pid, "by", nil)
+	if err != nil || got != "ann" {
+		t.Fatalf("query by replay = %q, %v; want ann", got, err)
+	}
+}

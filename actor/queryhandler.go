@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -170,9 +168,7 @@ func (s *System) Query(ctx context.Context, pid PID, name string, arg []byte) (j
 	if err != nil {
 		return nil, err
 	}
-	v := &env{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	v.cfg.Hooks = nopHooks{}
-	return queryReplay(v, def, string(pid), hist, name, arg)
+	return queryReplay(s.replayEnv(ctx), def, string(pid), hist, name, arg)
 }
 
 // Query is System.Query with a typed argument and result: arg is encoded
@@ -210,18 +206,11 @@ func QueryHistory(ctx context.Context, wf Definition, pid PID, history []History
 	if len(bytes.TrimSpace(arg)) > 0 && !json.Valid(arg) {
 		return nil, fmt.Errorf("%w: argument of query %q is not JSON", ErrInvalidInput, name)
 	}
-	cfg := Config{Codec: JSON{}}
-	for _, o := range opts {
-		o(&cfg)
+	v, err := replayEnv(ctx, wf, opts)
+	if err != nil {
+		return nil, err
 	}
-	cfg.Hooks = nopHooks{}
-	v := &env{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	hist := make([]persistence.Event, len(history))
-	for i, e := range history {
-		hist[i] = persistence.Event{Seq: e.Seq, Kind: string(e.Kind), Name: e.Name, Ref: e.Ref, Payload: e.Payload,
-			Error: e.ErrorRecord, Digest: e.Digest, At: e.At}
-	}
+	hist := storedEvents(history)
 	if len(hist) == 0 || hist[0].Kind != EventStarted {
 		return nil, fmt.Errorf("%w: a history starts with its started event", ErrInvalidInput)
 	}

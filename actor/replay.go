@@ -36,25 +36,11 @@ func ReplayMessages(names ...MessageName) ReplayOption {
 // divergence otherwise. Use it in tests ("will this change break running
 // instances?") with histories taken from Inspect or System.History.
 func Replay(ctx context.Context, wf Definition, history []HistoryEvent, opts ...ReplayOption) error {
-	cfg := Config{Codec: JSON{}}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	// The defaults too: a replayed send checks its payload against
-	// MaxPayload as the live one did.
-	cfg = cfg.withDefaults()
-	cfg.Hooks = nopHooks{}
-	names, err := newMessageNames(cfg.Messages)
+	v, err := replayEnv(ctx, wf, opts)
 	if err != nil {
 		return err
 	}
-	v := &env{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf}, names: names,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	hist := make([]persistence.Event, len(history))
-	for i, e := range history {
-		hist[i] = persistence.Event{Seq: e.Seq, Kind: string(e.Kind), Name: e.Name, Ref: e.Ref, Payload: e.Payload,
-			Error: e.ErrorRecord, Digest: e.Digest, At: e.At}
-	}
+	hist := storedEvents(history)
 	if len(hist) > 0 && hist[0].Kind == EventStarted && hist[0].Name != wf.Name() {
 		return fmt.Errorf("%w: history is of workflow %q, not %q", ErrInvalidInput, hist[0].Name, wf.Name())
 	}
@@ -77,9 +63,7 @@ func (s *System) Replay(ctx context.Context, pid PID) error {
 	if err != nil {
 		return err
 	}
-	v := &env{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, names: s.names, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	v.cfg.Hooks = nopHooks{}
-	return replay(v, def, hist)
+	return replay(s.replayEnv(ctx), def, hist)
 }
 
 // replay drives the workflow over a replay-only journal: every durable call
@@ -132,4 +116,41 @@ func (s *System) History(ctx context.Context, pid PID) ([]HistoryEvent, error) {
 		out[i] = s.historyEvent(e)
 	}
 	return out, nil
+}
+
+// replayEnv is the environment of a side-effect-free replay of wf without
+// a System: the options over the defaults (a replayed send checks its
+// payload against MaxPayload as the live one did), no hooks, no logs.
+func replayEnv(ctx context.Context, wf Definition, opts []ReplayOption) (*env, error) {
+	cfg := Config{Codec: JSON{}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg = cfg.withDefaults()
+	cfg.Hooks = nopHooks{}
+	names, err := newMessageNames(cfg.Messages)
+	if err != nil {
+		return nil, err
+	}
+	return &env{cfg: cfg, codec: cfg.Codec, ctx: ctx, defs: map[string]Definition{wf.Name(): wf}, names: names,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil
+}
+
+// replayEnv is the environment of a side-effect-free replay on this node:
+// its configuration, workflows, errors and message names, without hooks or
+// logs.
+func (s *System) replayEnv(ctx context.Context) *env {
+	v := &env{cfg: s.cfg, codec: s.codec, ctx: ctx, defs: s.defs, names: s.names, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	v.cfg.Hooks = nopHooks{}
+	return v
+}
+
+// storedEvents turns a history as users read it back into stored events.
+func storedEvents(history []HistoryEvent) []persistence.Event {
+	hist := make([]persistence.Event, len(history))
+	for i, e := range history {
+		hist[i] = persistence.Event{Seq: e.Seq, Kind: string(e.Kind), Name: e.Name, Ref: e.Ref, Payload: e.Payload,
+			Error: e.ErrorRecord, Digest: e.Digest, At: e.At}
+	}
+	return hist
 }
