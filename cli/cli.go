@@ -48,6 +48,10 @@ type Options struct {
 	// (actor.Config.Errors), so that replay rebuilds recorded failures the
 	// same way.
 	Errors []actor.ErrorDef
+	// Messages are the message names the program registers
+	// (actor.Config.Messages), so that replay and query match receives as
+	// its nodes do.
+	Messages []actor.MessageName
 	// Codec is the codec the program's nodes use. Default JSON.
 	Codec actor.Codec
 	// Name is the program's name in help and errors. Default "norn".

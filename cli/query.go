@@ -68,7 +68,7 @@ not fit it, 3 if there is no such instance, 1 if the handler failed.`,
 						return &failedError{code: ExitFailure, msg: fmt.Sprintf("%s runs workflow %q, which this build does not have", args[0], info.Workflow)}
 					}
 					out, err := actor.QueryHistory(e.ctx, def, actor.PID(args[0]), info.History, args[1], arg,
-						actor.ReplayCodec(e.opts.Codec), actor.ReplayErrors(e.opts.Errors...))
+						actor.ReplayCodec(e.opts.Codec), actor.ReplayErrors(e.opts.Errors...), actor.ReplayMessages(e.opts.Messages...))
 					if err != nil {
 						return err
 					}

@@ -134,7 +134,8 @@ func (e *env) replayOne(c *client, defs map[string]actor.Definition, id string) 
 		r.Result, r.Detail = "skipped", "workflow not in this build"
 		return r
 	}
-	err = actor.Replay(e.ctx, def, info.History, actor.ReplayCodec(e.opts.Codec), actor.ReplayErrors(e.opts.Errors...))
+	err = actor.Replay(e.ctx, def, info.History, actor.ReplayCodec(e.opts.Codec), actor.ReplayErrors(e.opts.Errors...),
+		actor.ReplayMessages(e.opts.Messages...))
 	var nd *actor.NonDeterminismError
 	switch {
 	case err == nil:
