@@ -205,7 +205,7 @@ func (a *activation) attemptTx(c *command, n int) (any, error, bool) {
 		}
 		return step, nil
 	}
-	res, err := a.sys.store.ApplyTx(ctx, run, mk)
+	res, err := a.sys.store.ApplyTx(ctx, a.id, run, mk)
 	em.take() // an abandoned function's later emits go nowhere
 	switch {
 	case err == nil:

@@ -192,7 +192,13 @@ func runChains(ctx context.Context, r *runner, nd *node, wf *actor.WorkflowDef[i
 // statement).
 func openOwn(ctx context.Context, nd *node) (*ownConn, error) {
 	if nd.t.postgres() {
-		pool, err := pgxpool.New(ctx, nd.t.url)
+		cfg, err := pgxpool.ParseConfig(nd.t.url)
+		if err != nil {
+			return nil, err
+		}
+		// The store made the user table in its schema (the default one).
+		cfg.ConnConfig.RuntimeParams["search_path"] = "norn"
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +223,7 @@ func openOwn(ctx context.Context, nd *node) (*ownConn, error) {
 }
 
 func execStore(ctx context.Context, st persistence.Store, query string) error {
-	_, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		_, err := tx.Exec(ctx, query)
 		return err
 	}, func() (persistence.Step, error) { return persistence.Step{}, nil })
@@ -228,7 +234,7 @@ var errReadOnly = errors.New("bench: read only")
 
 func readStoreInt(ctx context.Context, st persistence.Store, query string, args ...any) (int64, error) {
 	var n int64
-	_, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 			return err
 		}

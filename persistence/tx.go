@@ -56,14 +56,21 @@ var ErrTxTimeout = errors.New("norn: transactional step held its transaction pas
 // runtime, whose writes to the user's own tables commit exactly when the
 // step recording their result does.
 type TxApplier interface {
-	// ApplyTx opens a transaction of its own (never a shared group
-	// commit), calls run with it, and, if run returns nil, calls step for
-	// the step to apply, applies it in the same transaction (as Apply
-	// would, validation and fencing included) and commits. If run or step
-	// returns an error, or the step fails (ErrFenced, ErrHistoryGap …), or
-	// the commit does, everything is rolled back, the caller's writes
-	// included, and that error is returned as it was (run's error is not
-	// wrapped, so that callers can branch on it).
+	// ApplyTx opens a transaction (or a savepoint of one that the driver
+	// shares among transactional steps), calls run with it, and, if run
+	// returns nil, calls step for the step to apply, applies it in the
+	// same transaction (as Apply would, validation and fencing included)
+	// and commits. If run or step returns an error, or the step fails
+	// (ErrFenced, ErrHistoryGap …), or the commit does, everything is
+	// rolled back, the caller's writes included, and that error is
+	// returned as it was (run's error is not wrapped, so that callers can
+	// branch on it).
+	//
+	// instance is the instance the step is for ("" if none): a driver
+	// that shares a transaction among steps applies them in the order of
+	// their instances, as its other writers lock instances, so that
+	// transactions holding instance rows do not wait for each other in a
+	// cycle.
 	//
 	// run gets ctx, bounded by the driver's own limit if it has one; if
 	// ctx ends before run returns, the transaction is rolled back and
@@ -71,5 +78,5 @@ type TxApplier interface {
 	// limit) without waiting for run, whose later statements fail. step
 	// is called on whatever goroutine the driver runs the transaction on,
 	// while the caller of ApplyTx waits; it must not call the store.
-	ApplyTx(ctx context.Context, run func(ctx context.Context, tx Tx) error, step func() (Step, error)) (StepResult, error)
+	ApplyTx(ctx context.Context, instance string, run func(ctx context.Context, tx Tx) error, step func() (Step, error)) (StepResult, error)
 }

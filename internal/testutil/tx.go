@@ -15,7 +15,7 @@ func ExecTx(tb testing.TB, st persistence.Store, query string, args ...any) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		_, err := tx.Exec(ctx, query, args...)
 		return err
 	}, func() (persistence.Step, error) { return persistence.Step{}, nil })
@@ -40,7 +40,7 @@ func QueryInt(tb testing.TB, st persistence.Store, query string, args ...any) in
 // ReadInt is QueryInt returning its error, for code outside tests.
 func ReadInt(ctx context.Context, st persistence.Store, query string, args ...any) (int64, error) {
 	var n int64
-	_, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil && !errors.Is(err, persistence.ErrNoRows) {
 			return err
 		}

@@ -12,3 +12,6 @@ var Dialect = dialect
 // ModeCheckSQL are the statements that check a channel's mode before a
 // subscribe and before a direct send.
 var ModeCheckSQL = struct{ Subscribe, Direct string }{statements[sqlSubscribeCheck], statements[sqlDirectCheck]}
+
+// QueuedTx is how many transactional steps wait for a writer.
+func QueuedTx(st *Store) int { return len(st.txReqs) }

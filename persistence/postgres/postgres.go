@@ -36,13 +36,24 @@ var migrationFS embed.FS
 type Options struct {
 	// MaxConns is the size of the connection pool shared by the writers,
 	// reads and lease operations. Listen uses a connection of its own,
-	// outside the pool. Default 16, or Writers+4 if that is more; it must
-	// exceed Writers. It overrides a pool_max_conns in the URL.
+	// outside the pool. Default 16, or Writers+TxWriters+4 if that is
+	// more; it must exceed Writers+TxWriters. It overrides a
+	// pool_max_conns in the URL.
 	MaxConns int
 	// Writers is the number of group-commit writer goroutines, each
 	// committing its own batches on its own connection, in parallel.
 	// Default 4.
 	Writers int
+	// TxWriters is the number of writers of transactional steps
+	// (persistence.TxApplier), which group them into transactions as the
+	// other writers group steps, each on its own connection. Default 2.
+	TxWriters int
+	// TxTimeout bounds how long a transactional step may run its caller's
+	// function, which holds up the steps that share its transaction
+	// meanwhile. Past it the function's statements are cancelled, its
+	// writes rolled back, and ApplyTx fails with persistence.ErrTxTimeout.
+	// Default 5s.
+	TxTimeout time.Duration
 	// MaxBatch caps how many steps share one transaction. Default 64, which
 	// keeps a batch's subtransactions (one savepoint per step) within
 	// PostgreSQL's per-backend subtransaction cache.
@@ -87,14 +98,20 @@ func (o *Options) fill() error {
 	if o.Writers <= 0 {
 		o.Writers = 4
 	}
+	if o.TxWriters <= 0 {
+		o.TxWriters = 2
+	}
+	if o.TxTimeout <= 0 {
+		o.TxTimeout = 5 * time.Second
+	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 16
-		if o.MaxConns <= o.Writers {
-			o.MaxConns = o.Writers + 4
+		if o.MaxConns <= o.Writers+o.TxWriters {
+			o.MaxConns = o.Writers + o.TxWriters + 4
 		}
 	}
-	if o.MaxConns <= o.Writers {
-		return fmt.Errorf("postgres: MaxConns (%d) must exceed Writers (%d), or reads could wait for every writer", o.MaxConns, o.Writers)
+	if o.MaxConns <= o.Writers+o.TxWriters {
+		return fmt.Errorf("postgres: MaxConns (%d) must exceed Writers+TxWriters (%d+%d), or reads could wait for every writer", o.MaxConns, o.Writers, o.TxWriters)
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 64
@@ -140,8 +157,9 @@ type Store struct {
 	// observers learn of commits besides opts.Commits (ObserveCommits).
 	observers persistence.CommitObservers
 
-	reqs chan *writeReq
-	wake chan []string // woken IDs of committed batches, for the notifier
+	reqs   chan *writeReq
+	txReqs chan *txReq   // transactional steps (see ApplyTx)
+	wake   chan []string // woken IDs of committed batches, for the notifier
 	// wakeLost records that a wake-up could not be sent: the next
 	// notification asks listeners to rescan.
 	wakeLost     atomic.Bool
@@ -247,6 +265,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		chanLocks:    lockSpace(opts.Schema, "channel"),
 		instLocks:    lockSpace(opts.Schema, "instance"),
 		reqs:         make(chan *writeReq, 4096),
+		txReqs:       make(chan *txReq, 1024),
 		wake:         make(chan []string, 1024),
 		notifierDone: make(chan struct{}),
 	}
@@ -256,6 +275,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	for i := 0; i < opts.Writers; i++ {
 		s.writers.Add(1)
 		go s.writer()
+	}
+	for i := 0; i < opts.TxWriters; i++ {
+		s.writers.Add(1)
+		go s.txWriter()
 	}
 	return s, nil
 }
@@ -497,6 +520,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.reqs)
+	close(s.txReqs)
 	s.stop()
 	s.closeMu.Unlock()
 	s.writers.Wait()

@@ -47,6 +47,12 @@ const (
 	sqlSavepoint  = "norn_savepoint"
 	sqlRelease    = "norn_release"
 	sqlRollbackTo = "norn_rollback_to"
+	// The savepoint of a transactional step's function (see txRun).
+	sqlFnSavepoint  = "norn_fn_savepoint"
+	sqlFnRelease    = "norn_fn_release"
+	sqlFnRollbackTo = "norn_fn_rollback_to"
+	sqlFnLockWait   = "norn_fn_lock_wait"
+	sqlStepLockWait = "norn_step_lock_wait"
 
 	sqlInsertInstance = "norn_insert_instance"
 	sqlUpdateInstance = "norn_update_instance"
@@ -120,6 +126,14 @@ var statements = map[string]string{
 	sqlSavepoint:  `SAVEPOINT step`,
 	sqlRelease:    `RELEASE SAVEPOINT step`,
 	sqlRollbackTo: `ROLLBACK TO SAVEPOINT step`,
+
+	sqlFnSavepoint:  `SAVEPOINT fn`,
+	sqlFnRelease:    `RELEASE SAVEPOINT fn`,
+	sqlFnRollbackTo: `ROLLBACK TO SAVEPOINT fn`,
+	// A function sharing its transaction gives up a lock wait early (see
+	// txRun); steps wait as long as they must.
+	sqlFnLockWait:   `SET LOCAL lock_timeout = '100ms'`,
+	sqlStepLockWait: `SET LOCAL lock_timeout = 0`,
 
 	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
 	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log, $11 lease

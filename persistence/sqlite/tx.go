@@ -17,7 +17,7 @@ import (
 // Options.TxTimeout bounds that. Past it the writer rolls the step back
 // and goes on, without waiting for run to return; whatever run does with
 // the transaction later fails.
-func (s *Store) ApplyTx(ctx context.Context, run func(ctx context.Context, tx persistence.Tx) error, mk func() (persistence.Step, error)) (persistence.StepResult, error) {
+func (s *Store) ApplyTx(ctx context.Context, instance string, run func(ctx context.Context, tx persistence.Tx) error, mk func() (persistence.Step, error)) (persistence.StepResult, error) {
 	var res persistence.StepResult
 	req := &writeReq{tx: true, done: make(chan struct{})}
 	req.fn = func(tx *sql.Tx) error {

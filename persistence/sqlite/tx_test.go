@@ -35,7 +35,7 @@ func TestApplyTxTimeout(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	if _, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		raw, ok := sqlite.SQLTx(tx)
 		if !ok {
 			return errors.New("no *sql.Tx behind the SQLite driver's Tx")
@@ -47,7 +47,7 @@ func TestApplyTxTimeout(t *testing.T) {
 	}
 
 	release, later := make(chan struct{}), make(chan error, 1)
-	_, err = st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err = st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		if _, err := tx.Exec(ctx, counterInc, "a"); err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func noStep() (persistence.Step, error) { return persistence.Step{}, nil }
 // writes nothing else.
 func txCreateTable(t *testing.T, st persistence.Store) {
 	t.Helper()
-	_, err := st.ApplyTx(ctx(), func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx(), "", func(ctx context.Context, tx persistence.Tx) error {
 		_, err := tx.Exec(ctx, txTable)
 		return err
 	}, noStep)
@@ -39,7 +39,7 @@ func txCreateTable(t *testing.T, st persistence.Store) {
 func txCount(t *testing.T, st persistence.Store, k string) int64 {
 	t.Helper()
 	var n int64
-	_, err := st.ApplyTx(ctx(), func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx(), "", func(ctx context.Context, tx persistence.Tx) error {
 		err := tx.QueryRow(ctx, txSelect, k).Scan(&n)
 		if errors.Is(err, persistence.ErrNoRows) {
 			n = 0
@@ -87,7 +87,7 @@ func testApplyTx(t *testing.T, st persistence.Store) {
 		}
 	}
 
-	if _, err := st.ApplyTx(ctx(), inc, stepAt(1, 1)); err != nil {
+	if _, err := st.ApplyTx(ctx(), "", inc, stepAt(1, 1)); err != nil {
 		t.Fatalf("transactional step: %v", err)
 	}
 	if n, h := txCount(t, st, "a"), historyLen(t, st, "a"); n != 1 || h != 2 {
@@ -121,7 +121,7 @@ func testApplyTx(t *testing.T, st persistence.Store) {
 		}, persistence.ErrInvalidRecord},
 	}
 	for _, f := range failing {
-		if _, err := st.ApplyTx(ctx(), f.run, f.step); !errors.Is(err, f.want) {
+		if _, err := st.ApplyTx(ctx(), "", f.run, f.step); !errors.Is(err, f.want) {
 			t.Fatalf("%s: error %v, want %v", f.name, err, f.want)
 		}
 		if n, h := txCount(t, st, "a"), historyLen(t, st, "a"); n != 1 || h != 2 {
@@ -132,7 +132,7 @@ func testApplyTx(t *testing.T, st persistence.Store) {
 	// A caller's deadline passing while run holds the transaction rolls
 	// it back, and the store goes on.
 	dctx, cancel := context.WithCancel(ctx())
-	_, err := st.ApplyTx(dctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(dctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		if err := inc(ctx, tx); err != nil {
 			return err
 		}
@@ -143,7 +143,7 @@ func testApplyTx(t *testing.T, st persistence.Store) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while running: error %v, want context.Canceled", err)
 	}
-	if _, err := st.ApplyTx(ctx(), inc, stepAt(2, 1)); err != nil {
+	if _, err := st.ApplyTx(ctx(), "", inc, stepAt(2, 1)); err != nil {
 		t.Fatalf("transactional step after a cancelled one: %v", err)
 	}
 	if n, h := txCount(t, st, "a"), historyLen(t, st, "a"); n != 2 || h != 3 {

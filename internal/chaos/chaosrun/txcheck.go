@@ -11,7 +11,7 @@ import (
 // execTx runs one statement on the store's database in a transactional
 // step that records nothing else.
 func execTx(ctx context.Context, st persistence.Store, query string) error {
-	_, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		_, err := tx.Exec(ctx, query)
 		return err
 	}, func() (persistence.Step, error) { return persistence.Step{}, nil })
@@ -23,7 +23,7 @@ var errReadOnly = errors.New("chaosrun: read only")
 // readCounters reads the run's counter rows (missing rows read 0).
 func readCounters(ctx context.Context, st persistence.Store, run string) ([]int64, error) {
 	out := make([]int64, txRows)
-	_, err := st.ApplyTx(ctx, func(ctx context.Context, tx persistence.Tx) error {
+	_, err := st.ApplyTx(ctx, "", func(ctx context.Context, tx persistence.Tx) error {
 		for row := range txRows {
 			err := tx.QueryRow(ctx, txReadRow, txRow(run, row)).Scan(&out[row])
 			if err != nil && !errors.Is(err, persistence.ErrNoRows) {
