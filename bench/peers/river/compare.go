@@ -45,6 +45,7 @@ type measurement struct {
 	Round      int     `json:"round"`
 	Consumed   float64 `json:"consumed_per_s"`
 	Publish    float64 `json:"publish_per_s"`
+	Completed  float64 `json:"completed_per_s,omitempty"` // River: until its last durable completion
 	Xacts      int64   `json:"server_xacts"`
 	ServerCPU  float64 `json:"server_cpu_s"` // -1: not measurable (server not local)
 	ClientCPU  float64 `json:"client_cpu_s"`
@@ -113,8 +114,12 @@ func runCompare(ctx context.Context, o compareOpts, out, progress io.Writer) err
 					m.Error = err.Error()
 					fmt.Fprintf(progress, "  %s failed: %v\n", sys, err)
 				} else {
-					fmt.Fprintf(progress, "  %s: %.0f consumed/s, publish %.0f/s, %d server xacts, server CPU %.2fs, client CPU %.2fs, load %.1f\n",
-						sys, m.Consumed, m.Publish, m.Xacts, m.ServerCPU, m.ClientCPU, m.LoadAfter)
+					completed := ""
+					if m.Completed > 0 {
+						completed = fmt.Sprintf(" (completed %.0f/s)", m.Completed)
+					}
+					fmt.Fprintf(progress, "  %s: %.0f consumed/s%s, publish %.0f/s, %d server xacts, server CPU %.2fs, client CPU %.2fs, load %.1f\n",
+						sys, m.Consumed, completed, m.Publish, m.Xacts, m.ServerCPU, m.ClientCPU, m.LoadAfter)
 				}
 				all = append(all, m)
 				if ctx.Err() != nil {
@@ -246,7 +251,7 @@ func readResult(path string, m *measurement) error {
 	if r.Error != "" {
 		return fmt.Errorf("run failed: %s", r.Error)
 	}
-	m.Consumed, m.Publish = r.Throughput, r.Metrics["publish_per_s"]
+	m.Consumed, m.Publish, m.Completed = r.Throughput, r.Metrics["publish_per_s"], r.Metrics["completed_per_s"]
 	return nil
 }
 
