@@ -41,8 +41,10 @@ import (
 const prefillRows = 50000
 
 // prefillSpan is the time the seeded instances' creation spreads over,
-// ending an hour before the seeding, oldest first.
-const prefillSpan = 30 * 24 * time.Hour
+// ending an hour before the seeding, oldest first. It is well inside the
+// runtime's default retention (30 days), so that a node's retention loop
+// purges none of them until the seed is ten days old.
+const prefillSpan = 20 * 24 * time.Hour
 
 // prefillTarget returns the target a run uses when -prefill-ended is set: a
 // temp SQLite target whose file starts as a copy of the cached seed, or a
