@@ -54,8 +54,9 @@ type options struct {
 	KillBefore time.Duration // failover: the kill comes this long before the timers are due
 	Lead       time.Duration // failover: spawn → due; 0: 3s + 3ms per sleeper
 
-	PrefillEnded int    // ended chain instances in the store before the workload starts
-	PrefillCache string // directory of the seeded SQLite files
+	PrefillEnded  int    // ended chain instances in the store before the workload starts
+	PrefillParked int    // idle instances parked on prefillChannel before the workload starts
+	PrefillCache  string // directory of the seeded SQLite files
 }
 
 // size picks the first positive value, else def.
@@ -225,6 +226,7 @@ func run() int {
 	fs.DurationVar(&o.Lead, "lead", 0, "failover: time from the first spawn to the timers' due time (default 3s + 3ms per sleeper)")
 	fs.IntVar(&o.BaselineBatch, "baseline-batch", 5000, "chain: rows per transaction of the raw SQLite/PostgreSQL baseline")
 	fs.IntVar(&o.PrefillEnded, "prefill-ended", 0, "put this many ended chain instances (5 history events each) in the store before the workload runs: seeded once, then copied for every run (sqlite: a file in -prefill-cache; postgres: a template database norn_bench_seed_ended_N beside the -store database, copied into a database of the run's own that is dropped afterwards)")
+	fs.IntVar(&o.PrefillParked, "prefill-parked", 0, "idle: park this many idle instances (subscribed to a broadcast channel, passivated) in the store instead of spawning -n; seeded and copied as -prefill-ended (database norn_bench_seed_parked_N)")
 	fs.StringVar(&o.PrefillCache, "prefill-cache", filepath.Join(os.TempDir(), "norn-bench-seed"), "directory of the seeded SQLite files of -prefill-ended (kept between runs; delete to reseed)")
 	fs.StringVar(&o.Observe, "observe", "", "run with hooks on: metrics (package metrics), tracing (package tracing, spans through the OpenTelemetry SDK to an exporter that drops them), both")
 	fs.Usage = func() {
@@ -253,6 +255,10 @@ func run() int {
 	}
 	if o.SleepMin <= 0 || (o.SleepMax < o.SleepMin && o.DueWithin <= 0) {
 		fmt.Fprintln(os.Stderr, "bench: want 0 < -sleep-min <= -sleep-max")
+		return 2
+	}
+	if o.PrefillEnded > 0 && o.PrefillParked > 0 {
+		fmt.Fprintln(os.Stderr, "bench: -prefill-ended and -prefill-parked do not go together")
 		return 2
 	}
 	if o.Timeout <= 0 || o.Spawners <= 0 {

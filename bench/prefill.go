@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,20 +25,23 @@ import (
 
 // The prefill: -prefill-ended N puts N ended chain instances (five history
 // events each) into the store before a workload runs, to show whether the
-// workload's cost grows with the store. Seeding a million instances through
-// the runtime takes minutes, so the store is seeded once and copied for
-// each run: a SQLite file in -prefill-cache, or a PostgreSQL template
-// database beside the -store database.
+// workload's cost grows with the store; -prefill-parked N puts N idle
+// instances parked on the channel prefillChannel, for the idle workload.
+// Seeding a million instances through the runtime takes minutes, so the
+// store is seeded once and copied for each run: a SQLite file in
+// -prefill-cache, or a PostgreSQL template database beside the -store
+// database.
 //
-// The rows are the runtime's own: one chain workflow runs to its end on the
-// seed store, and its instance row and history rows are copied N times with
-// only the instance ID (built as the runtime builds IDs), its bucket and the
-// times changed. A template column holding the instance ID anywhere else
-// stops the seeding, so a schema change cannot make the copies drift from
-// what the runtime writes unnoticed.
+// The rows are the runtime's own: one instance runs on the seed store (a
+// chain workflow to its end, or an idler until it has passivated), and its
+// rows (instance, history, subscriptions) are copied N times with only the
+// instance ID (built as the runtime builds IDs), its bucket, the times and
+// the input changed. A template column holding the instance ID anywhere
+// else stops the seeding, so a schema change cannot make the copies drift
+// from what the runtime writes unnoticed.
 
-// prefillRows is how many clones go into one COPY (PostgreSQL) or how many
-// instances are inserted between progress reports (SQLite).
+// prefillRows is how many clones go into one COPY (PostgreSQL); progress
+// is reported every four times as many.
 const prefillRows = 50000
 
 // prefillSpan is the time the seeded instances' creation spreads over,
@@ -46,18 +50,49 @@ const prefillRows = 50000
 // purges none of them until the seed is ten days old.
 const prefillSpan = 20 * 24 * time.Hour
 
-// prefillTarget returns the target a run uses when -prefill-ended is set: a
-// temp SQLite target whose file starts as a copy of the cached seed, or a
-// new PostgreSQL database made from the seed's template. done drops that
-// database again.
+// prefillChannel is the broadcast channel the parked prefill's idlers wait on.
+const prefillChannel = "wake-prefill"
+
+// prefillKind is what a prefill seeds.
+type prefillKind struct {
+	name     string
+	n        int
+	tables   [][2]string // table, ID column; the instances table first
+	empty    []string    // tables the template must leave empty
+	template func(ctx context.Context, u string) (string, error)
+	newInput func(i int) ([]byte, error) // nil: every copy has the template's input
+}
+
+func prefillOf(o options) (prefillKind, bool) {
+	switch {
+	case o.PrefillEnded > 0:
+		return prefillKind{name: "ended", n: o.PrefillEnded,
+			tables: [][2]string{{"instances", "id"}, {"history", "instance_id"}},
+			empty:  []string{"messages", "subscriptions", "timers", "outbox"}, template: endedTemplate}, true
+	case o.PrefillParked > 0:
+		return prefillKind{name: "parked", n: o.PrefillParked,
+			tables: [][2]string{{"instances", "id"}, {"history", "instance_id"}, {"subscriptions", "instance_id"}},
+			empty:  []string{"messages", "timers", "outbox"}, template: parkedTemplate,
+			newInput: func(i int) ([]byte, error) { return json.Marshal(idleInput{Channel: prefillChannel, Index: i}) }}, true
+	}
+	return prefillKind{}, false
+}
+
+// prefillTarget returns the target a run uses with -prefill-ended or
+// -prefill-parked: a temp SQLite target whose file starts as a copy of the
+// cached seed, or a new PostgreSQL database made from the seed's template.
+// done drops that database again.
 func prefillTarget(ctx context.Context, t target, o options, progress io.Writer) (out target, done func(), err error) {
-	if o.PrefillEnded <= 0 {
+	k, ok := prefillOf(o)
+	if !ok {
 		return t, func() {}, nil
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(progress, "  [%s] %s\n", t.label, fmt.Sprintf(format, args...)) }
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(progress, "  [%s] %s\n", t.label, fmt.Sprintf(format, args...))
+	}
 	switch {
 	case t.postgres():
-		tmpl, err := pgSeed(ctx, t.url, o.PrefillEnded, logf)
+		tmpl, err := pgSeed(ctx, t.url, k, logf)
 		if err != nil {
 			return t, nil, fmt.Errorf("prefill: %w", err)
 		}
@@ -74,7 +109,7 @@ func prefillTarget(ctx context.Context, t target, o options, progress io.Writer)
 			}
 		}, nil
 	case t.temp():
-		seed, err := sqliteSeed(ctx, o.PrefillCache, o.PrefillEnded, logf)
+		seed, err := sqliteSeed(ctx, o.PrefillCache, k, logf)
 		if err != nil {
 			return t, nil, fmt.Errorf("prefill: %w", err)
 		}
@@ -82,17 +117,17 @@ func prefillTarget(ctx context.Context, t target, o options, progress io.Writer)
 		out.seed = seed
 		return out, func() {}, nil
 	default:
-		return t, nil, errors.New("-prefill-ended works with -store sqlite (a temp copy per run) or postgres://, not an explicit SQLite file")
+		return t, nil, errors.New("-prefill-ended and -prefill-parked work with -store sqlite (a temp copy per run) or postgres://, not an explicit SQLite file")
 	}
 }
 
-// sqliteSeed returns the cached seed file of n ended instances, seeding it
-// first if it is not there yet.
-func sqliteSeed(ctx context.Context, dir string, n int, logf func(string, ...any)) (string, error) {
+// sqliteSeed returns the cached seed file of k, seeding it first if it is
+// not there yet.
+func sqliteSeed(ctx context.Context, dir string, k prefillKind, logf func(string, ...any)) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("ended-%d.db", n))
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.db", k.name, k.n))
 	if _, err := os.Stat(path); err == nil {
 		// Migrate a seed made before a schema change once, here, not in every run's copy.
 		st, err := storeurl.Open(ctx, "sqlite://"+path)
@@ -105,11 +140,11 @@ func sqliteSeed(ctx context.Context, dir string, n int, logf func(string, ...any
 	for _, s := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(building + s)
 	}
-	logf("seeding %d ended instances into %s (once; later runs copy it)", n, path)
+	logf("seeding %d %s instances into %s (once; later runs copy it)", k.n, k.name, path)
 	start := time.Now()
-	tmplID, err := seedTemplate(ctx, "sqlite://"+building)
+	tmplID, err := k.template(ctx, "sqlite://"+building)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("template instance: %w", err)
 	}
 	db, err := sql.Open("sqlite", "file:"+building+"?"+sqliteParams())
 	if err != nil {
@@ -117,7 +152,7 @@ func sqliteSeed(ctx context.Context, dir string, n int, logf func(string, ...any
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if err := sqliteClone(ctx, db, tmplID, n, logf); err != nil {
+	if err := sqliteClone(ctx, db, tmplID, k, logf); err != nil {
 		return "", err
 	}
 	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
@@ -132,7 +167,7 @@ func sqliteSeed(ctx context.Context, dir string, n int, logf func(string, ...any
 	if err := os.Rename(building, path); err != nil {
 		return "", err
 	}
-	logf("seeded %d ended instances in %s", n, time.Since(start).Round(time.Second))
+	logf("seeded %d %s instances in %s", k.n, k.name, time.Since(start).Round(time.Second))
 	return path, nil
 }
 
@@ -155,9 +190,9 @@ func sqliteCheckpoint(ctx context.Context, path string) error {
 	return errors.Join(err, db.Close())
 }
 
-// seedTemplate runs one chain workflow to its end on the store at u and
+// endedTemplate runs one chain workflow to its end on the store at u and
 // returns its instance ID: the rows to copy.
-func seedTemplate(ctx context.Context, u string) (string, error) {
+func endedTemplate(ctx context.Context, u string) (string, error) {
 	st, err := storeurl.Open(ctx, u)
 	if err != nil {
 		return "", err
@@ -175,58 +210,102 @@ func seedTemplate(ctx context.Context, u string) (string, error) {
 	return string(pid), err
 }
 
-// templateRows is the template instance's rows: column names and values.
-type templateRows struct {
-	instCols, histCols []string
-	inst               []any
-	hist               [][]any
+// parkedTemplate runs one idler (the idle workload's workflow) on the
+// store at u until it has subscribed to prefillChannel and passivated, and
+// returns its instance ID.
+func parkedTemplate(ctx context.Context, u string) (string, error) {
+	st, err := storeurl.Open(ctx, u)
+	if err != nil {
+		return "", err
+	}
+	side := &idleSide{subscribed: newDoneCounter(1), woken: newDoneCounter(1), at: make(stamps, 1)}
+	wf := idleWorkflow(side)
+	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(wf), PassivateAfter: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return "", errors.Join(err, st.Close())
+	}
+	pid, err := actor.Spawn(ctx, sys, wf, idleInput{Channel: prefillChannel, Index: 0})
+	for err == nil {
+		var in persistence.Instance
+		if in, err = st.Instance(ctx, string(pid)); err == nil && in.Status == persistence.StatusWaiting && in.LeaseOwner == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	err = errors.Join(err, sys.Stop(ctx), st.Close())
+	return string(pid), err
 }
 
-// clone is the template's rows for instance i of n: a new ID (workflow
-// name, creation time in milliseconds, randomness, as the runtime builds
-// IDs), its bucket, and every time moved by the same amount.
-func (tr templateRows) clone(i, n int, end int64, rng *rand.Rand) (inst []any, hist [][]any) {
+// tmplTable is one table's rows of the template instance; idCol names
+// the column that holds the instance's ID.
+type tmplTable struct {
+	name, idCol string
+	cols        []string
+	rows        [][]any
+}
+
+// templateRows is the template instance's rows in every table it has rows
+// in, the instances table first.
+type templateRows struct {
+	tables   []tmplTable
+	workflow string
+	input    []byte             // the template's input, as stored
+	newInput func(i int) []byte // the input of copy i; nil: the template's
+}
+
+// clone is the template's rows for instance i of n, table by table: a new
+// ID (workflow name, creation time in milliseconds, randomness, as the
+// runtime builds IDs), its bucket, every time moved by the same amount,
+// and, with newInput, the input (and every payload equal to it) replaced.
+func (tr templateRows) clone(i, n int, end int64, rng *rand.Rand) [][][]any {
 	created := end - int64(prefillSpan) + int64(prefillSpan)/int64(n)*int64(i)
 	var b [6]byte
 	for j := range b {
 		b[j] = byte(rng.UintN(256))
 	}
-	id := fmt.Sprintf("chain-%011x%s", created/int64(time.Millisecond), hex.EncodeToString(b[:]))
+	id := fmt.Sprintf("%s-%011x%s", tr.workflow, created/int64(time.Millisecond), hex.EncodeToString(b[:]))
+	inst := tr.tables[0]
 	var shift int64
-	inst = make([]any, len(tr.inst))
-	for j, c := range tr.instCols {
+	for j, c := range inst.cols {
 		if c == "created_at" {
-			shift = created - asInt(tr.inst[j])
+			shift = created - asInt(inst.rows[0][j])
 		}
 	}
-	for j, c := range tr.instCols {
-		v := tr.inst[j]
-		switch c {
-		case "id":
-			v = id
-		case "bucket":
-			v = sameInt(v, int64(persistence.BucketOf(id)))
-		case "created_at", "updated_at":
-			v = sameInt(v, asInt(v)+shift)
-		}
-		inst[j] = v
+	var input []byte
+	if tr.newInput != nil {
+		input = tr.newInput(i)
 	}
-	hist = make([][]any, len(tr.hist))
-	for k, row := range tr.hist {
-		h := make([]any, len(row))
-		for j, c := range tr.histCols {
-			v := row[j]
-			switch c {
-			case "instance_id":
-				v = id
-			case "at":
-				v = sameInt(v, asInt(v)+shift)
+	out := make([][][]any, len(tr.tables))
+	for t, tb := range tr.tables {
+		rows := make([][]any, len(tb.rows))
+		for k, row := range tb.rows {
+			r := make([]any, len(row))
+			for j, c := range tb.cols {
+				v := row[j]
+				switch {
+				case c == tb.idCol:
+					v = id
+				case c == "bucket":
+					v = sameInt(v, int64(persistence.BucketOf(id)))
+				case c == "created_at" || c == "updated_at" || c == "at":
+					v = sameInt(v, asInt(v)+shift)
+				case input != nil:
+					if p, ok := v.([]byte); ok && string(p) == string(tr.input) {
+						v = input
+					}
+				}
+				r[j] = v
 			}
-			h[j] = v
+			rows[k] = r
 		}
-		hist[k] = h
+		out[t] = rows
 	}
-	return inst, hist
+	return out
 }
 
 // check fails if the template's instance ID appears in a column that clone
@@ -241,12 +320,13 @@ func (tr templateRows) check(id string) error {
 		}
 		return false
 	}
-	need := map[string]bool{"id": false, "bucket": false, "created_at": false, "updated_at": false}
-	for j, c := range tr.instCols {
+	if len(tr.tables) < 2 || len(tr.tables[0].rows) != 1 || len(tr.tables[1].rows) == 0 {
+		return errors.New("the template needs one instance row and its history")
+	}
+	need := map[string]bool{"id": false, "bucket": false, "created_at": false, "updated_at": false, "workflow": false, "input": false}
+	for _, c := range tr.tables[0].cols {
 		if _, ok := need[c]; ok {
 			need[c] = true
-		} else if holds(tr.inst[j]) {
-			return fmt.Errorf("instances.%s holds the instance ID: the prefill does not know how to copy it", c)
 		}
 	}
 	for c, ok := range need {
@@ -254,17 +334,29 @@ func (tr templateRows) check(id string) error {
 			return fmt.Errorf("instances has no column %s", c)
 		}
 	}
-	for _, row := range tr.hist {
-		for j, c := range tr.histCols {
-			if c != "instance_id" && holds(row[j]) {
-				return fmt.Errorf("history.%s holds the instance ID: the prefill does not know how to copy it", c)
+	for _, tb := range tr.tables {
+		for _, row := range tb.rows {
+			for j, c := range tb.cols {
+				if c != tb.idCol && holds(row[j]) {
+					return fmt.Errorf("%s.%s holds the instance ID: the prefill does not know how to copy it", tb.name, c)
+				}
 			}
 		}
 	}
-	if len(tr.hist) == 0 {
-		return errors.New("the template instance has no history")
-	}
 	return nil
+}
+
+// fill sets workflow and input from the instance row.
+func (tr *templateRows) fill() {
+	inst := tr.tables[0]
+	for j, c := range inst.cols {
+		switch c {
+		case "workflow":
+			tr.workflow, _ = inst.rows[0][j].(string)
+		case "input":
+			tr.input, _ = inst.rows[0][j].([]byte)
+		}
+	}
 }
 
 func asInt(v any) int64 {
@@ -318,94 +410,99 @@ func readSQLRows(rows rowSource) ([]string, [][]any, error) {
 	return cols, out, rows.Err()
 }
 
-// sqliteClone replaces the template instance with n copies, in one
-// transaction of prepared inserts, oldest first.
-func sqliteClone(ctx context.Context, db *sql.DB, tmplID string, n int, logf func(string, ...any)) error {
+// prepare reads the template's rows with read (a query of one table's
+// rows of the instance, by its ID column) and checks them.
+func (k prefillKind) prepare(tmplID string, read func(table, idCol string) ([]string, [][]any, error)) (templateRows, error) {
 	var tr templateRows
-	rows, err := db.QueryContext(ctx, "SELECT * FROM instances WHERE id = ?", tmplID)
+	for _, t := range k.tables {
+		cols, rows, err := read(t[0], t[1])
+		if err != nil {
+			return tr, fmt.Errorf("read the template's %s: %w", t[0], err)
+		}
+		tr.tables = append(tr.tables, tmplTable{name: t[0], idCol: t[1], cols: cols, rows: rows})
+	}
+	if err := tr.check(tmplID); err != nil {
+		return tr, err
+	}
+	tr.fill()
+	if k.newInput != nil {
+		want, err := k.newInput(0)
+		if err != nil {
+			return tr, err
+		}
+		if string(want) != string(tr.input) {
+			return tr, fmt.Errorf("the template's input is %q, the copies' would be like %q", tr.input, want)
+		}
+		tr.newInput = func(i int) []byte {
+			b, _ := k.newInput(i) // the same type encoded for 0 above
+			return b
+		}
+	}
+	return tr, nil
+}
+
+// sqliteClone replaces the template instance with k.n copies, in one
+// transaction of prepared inserts, oldest first.
+func sqliteClone(ctx context.Context, db *sql.DB, tmplID string, k prefillKind, logf func(string, ...any)) error {
+	tr, err := k.prepare(tmplID, func(table, idCol string) ([]string, [][]any, error) {
+		rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s WHERE %s = ?", table, idCol), tmplID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return readSQLRows(rows)
+	})
 	if err != nil {
 		return err
 	}
-	cols, inst, err := readSQLRows(rows)
-	if err != nil || len(inst) != 1 {
-		return fmt.Errorf("read the template instance: %d rows, %w", len(inst), err)
-	}
-	tr.instCols, tr.inst = cols, inst[0]
-	if rows, err = db.QueryContext(ctx, "SELECT * FROM history WHERE instance_id = ? ORDER BY seq", tmplID); err != nil {
-		return err
-	}
-	if tr.histCols, tr.hist, err = readSQLRows(rows); err != nil {
-		return err
-	}
-	if err := tr.check(tmplID); err != nil {
-		return err
-	}
-	if err := sqliteLeftovers(ctx, db); err != nil {
-		return err
+	for _, table := range k.empty {
+		var c int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&c); err != nil {
+			return err
+		}
+		if c != 0 {
+			return fmt.Errorf("the template left %d rows in %s", c, table)
+		}
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	for _, q := range []string{"DELETE FROM history WHERE instance_id = ?", "DELETE FROM instances WHERE id = ?"} {
-		if _, err := tx.ExecContext(ctx, q, tmplID); err != nil {
+	inserts := make([]*sql.Stmt, len(tr.tables))
+	for i := len(tr.tables) - 1; i >= 0; i-- {
+		tb := tr.tables[i]
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s = ?", tb.name, tb.idCol), tmplID); err != nil {
 			return err
 		}
-	}
-	insert := func(table string, cols []string) (*sql.Stmt, error) {
-		return tx.PrepareContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
-			strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")))
-	}
-	insInst, err := insert("instances", tr.instCols)
-	if err != nil {
-		return err
-	}
-	defer insInst.Close()
-	insHist, err := insert("history", tr.histCols)
-	if err != nil {
-		return err
-	}
-	defer insHist.Close()
-	end := time.Now().Add(-time.Hour).UnixNano()
-	rng := rand.New(rand.NewPCG(uint64(n), 29))
-	for i := range n {
-		inst, hist := tr.clone(i, n, end, rng)
-		if _, err := insInst.ExecContext(ctx, inst...); err != nil {
-			return fmt.Errorf("insert instance %d: %w", i, err)
+		st, err := tx.PrepareContext(ctx, fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", tb.name, strings.Join(tb.cols, ", "),
+			strings.TrimSuffix(strings.Repeat("?, ", len(tb.cols)), ", ")))
+		if err != nil {
+			return err
 		}
-		for _, h := range hist {
-			if _, err := insHist.ExecContext(ctx, h...); err != nil {
-				return fmt.Errorf("insert history of %d: %w", i, err)
+		defer st.Close()
+		inserts[i] = st
+	}
+	end := time.Now().Add(-time.Hour).UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(k.n), 29))
+	for i := range k.n {
+		for t, rows := range tr.clone(i, k.n, end, rng) {
+			for _, r := range rows {
+				if _, err := inserts[t].ExecContext(ctx, r...); err != nil {
+					return fmt.Errorf("insert %s of copy %d: %w", tr.tables[t].name, i, err)
+				}
 			}
 		}
 		if (i+1)%(4*prefillRows) == 0 {
-			logf("seeded %d of %d", i+1, n)
+			logf("seeded %d of %d", i+1, k.n)
 		}
 	}
 	return tx.Commit()
 }
 
-// sqliteLeftovers fails if the ended template left rows in the tables the
-// prefill does not copy: then a copy would not be what the runtime leaves.
-func sqliteLeftovers(ctx context.Context, db *sql.DB) error {
-	for _, table := range []string{"messages", "subscriptions", "timers", "outbox"} {
-		var c int
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&c); err != nil {
-			return err
-		}
-		if c != 0 {
-			return fmt.Errorf("the ended template left %d rows in %s", c, table)
-		}
-	}
-	return nil
-}
-
-// pgSeed returns the name of the template database holding n ended
-// instances, seeding it first (beside base's database, on its server) if
-// it is not there yet.
-func pgSeed(ctx context.Context, base string, n int, logf func(string, ...any)) (string, error) {
-	name := fmt.Sprintf("norn_bench_seed_ended_%d", n)
+// pgSeed returns the name of the template database holding k, seeding it
+// first (beside base's database, on its server) if it is not there yet.
+func pgSeed(ctx context.Context, base string, k prefillKind, logf func(string, ...any)) (string, error) {
+	name := fmt.Sprintf("norn_bench_seed_%s_%d", k.name, k.n)
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		return "", err
@@ -416,10 +513,9 @@ func pgSeed(ctx context.Context, base string, n int, logf func(string, ...any)) 
 	if err != nil {
 		return "", err
 	}
-	u := withDatabase(base, name)
 	if exists {
 		// Migrate a seed made before a schema change once, here.
-		st, err := storeurl.Open(ctx, u)
+		st, err := storeurl.Open(ctx, withDatabase(base, name))
 		if err != nil {
 			return "", err
 		}
@@ -432,35 +528,34 @@ func pgSeed(ctx context.Context, base string, n int, logf func(string, ...any)) 
 	if err := pgExec(ctx, base, "CREATE DATABASE "+building); err != nil {
 		return "", err
 	}
-	logf("seeding %d ended instances into database %s (once; later runs copy it)", n, name)
+	logf("seeding %d %s instances into database %s (once; later runs copy it)", k.n, k.name, name)
 	start := time.Now()
 	bu := withDatabase(base, building)
-	tmplID, err := seedTemplate(ctx, bu)
+	tmplID, err := k.template(ctx, bu)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("template instance: %w", err)
 	}
-	if err := pgClone(ctx, bu, tmplID, n, logf); err != nil {
+	if err := pgClone(ctx, bu, tmplID, k, logf); err != nil {
 		return "", err
 	}
 	if err := pgExec(ctx, base, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", building, name)); err != nil {
 		return "", err
 	}
-	logf("seeded %d ended instances in %s", n, time.Since(start).Round(time.Second))
+	logf("seeded %d %s instances in %s", k.n, k.name, time.Since(start).Round(time.Second))
 	return name, nil
 }
 
-// pgClone replaces the template instance with n copies, written with COPY
-// in one transaction, then vacuums and analyzes the tables as a store that
-// has been running for a while would be.
-func pgClone(ctx context.Context, u, tmplID string, n int, logf func(string, ...any)) error {
+// pgClone replaces the template instance with k.n copies, written with
+// COPY in one transaction, then vacuums and analyzes the tables as a store
+// that has been running for a while would be.
+func pgClone(ctx context.Context, u, tmplID string, k prefillKind, logf func(string, ...any)) error {
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	var tr templateRows
-	read := func(q string) ([]string, [][]any, error) {
-		rows, err := conn.Query(ctx, q, tmplID)
+	tr, err := k.prepare(tmplID, func(table, idCol string) ([]string, [][]any, error) {
+		rows, err := conn.Query(ctx, fmt.Sprintf("SELECT * FROM norn.%s WHERE %s = $1", table, idCol), tmplID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -478,25 +573,17 @@ func pgClone(ctx context.Context, u, tmplID string, n int, logf func(string, ...
 			out = append(out, v)
 		}
 		return cols, out, rows.Err()
-	}
-	cols, inst, err := read("SELECT * FROM norn.instances WHERE id = $1")
-	if err != nil || len(inst) != 1 {
-		return fmt.Errorf("read the template instance: %d rows, %w", len(inst), err)
-	}
-	tr.instCols, tr.inst = cols, inst[0]
-	if tr.histCols, tr.hist, err = read("SELECT * FROM norn.history WHERE instance_id = $1 ORDER BY seq"); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if err := tr.check(tmplID); err != nil {
-		return err
-	}
-	for _, table := range []string{"messages", "subscriptions", "timers", "outbox"} {
+	for _, table := range k.empty {
 		var c int
 		if err := conn.QueryRow(ctx, "SELECT count(*) FROM norn."+table).Scan(&c); err != nil {
 			return err
 		}
 		if c != 0 {
-			return fmt.Errorf("the ended template left %d rows in %s", c, table)
+			return fmt.Errorf("the template left %d rows in %s", c, table)
 		}
 	}
 	tx, err := conn.Begin(ctx)
@@ -504,38 +591,38 @@ func pgClone(ctx context.Context, u, tmplID string, n int, logf func(string, ...
 		return err
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
-	for _, q := range []string{"DELETE FROM norn.history WHERE instance_id = $1", "DELETE FROM norn.instances WHERE id = $1"} {
-		if _, err := tx.Exec(ctx, q, tmplID); err != nil {
+	for i := len(tr.tables) - 1; i >= 0; i-- {
+		tb := tr.tables[i]
+		if _, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM norn.%s WHERE %s = $1", tb.name, tb.idCol), tmplID); err != nil {
 			return err
 		}
 	}
 	end := time.Now().Add(-time.Hour).UnixNano()
-	rng := rand.New(rand.NewPCG(uint64(n), 29))
-	for lo := 0; lo < n; lo += prefillRows {
-		hi := min(lo+prefillRows, n)
-		insts := make([][]any, 0, hi-lo)
-		hists := make([][]any, 0, (hi-lo)*len(tr.hist))
+	rng := rand.New(rand.NewPCG(uint64(k.n), 29))
+	for lo := 0; lo < k.n; lo += prefillRows {
+		hi := min(lo+prefillRows, k.n)
+		batch := make([][][]any, len(tr.tables))
 		for i := lo; i < hi; i++ {
-			in, h := tr.clone(i, n, end, rng)
-			insts = append(insts, in)
-			hists = append(hists, h...)
+			for t, rows := range tr.clone(i, k.n, end, rng) {
+				batch[t] = append(batch[t], rows...)
+			}
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"norn", "instances"}, tr.instCols, pgx.CopyFromRows(insts)); err != nil {
-			return fmt.Errorf("copy instances: %w", err)
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"norn", "history"}, tr.histCols, pgx.CopyFromRows(hists)); err != nil {
-			return fmt.Errorf("copy history: %w", err)
+		for t, rows := range batch {
+			tb := tr.tables[t]
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"norn", tb.name}, tb.cols, pgx.CopyFromRows(rows)); err != nil {
+				return fmt.Errorf("copy %s: %w", tb.name, err)
+			}
 		}
 		if hi%(4*prefillRows) == 0 {
-			logf("seeded %d of %d", hi, n)
+			logf("seeded %d of %d", hi, k.n)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
-	for _, q := range []string{"VACUUM (ANALYZE) norn.instances", "VACUUM (ANALYZE) norn.history"} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
+	for _, tb := range tr.tables {
+		if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) norn."+tb.name); err != nil {
+			return fmt.Errorf("vacuum %s: %w", tb.name, err)
 		}
 	}
 	return nil
