@@ -88,7 +88,9 @@ func prefillTarget(ctx context.Context, t target, o options, progress io.Writer)
 		return t, func() {}, nil
 	}
 	logf := func(format string, args ...any) {
-		fmt.Fprintf(progress, "  [%s] %s\n", t.label, fmt.Sprintf(format, args...))
+		if progress != nil {
+			fmt.Fprintf(progress, "  [%s] %s\n", t.label, fmt.Sprintf(format, args...))
+		}
 	}
 	switch {
 	case t.postgres():
@@ -380,17 +382,9 @@ func sameInt(v any, x int64) any {
 	return x
 }
 
-// queryRows reads every row of a query as column names and values.
-type rowSource interface {
-	Columns() ([]string, error)
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close() error
-}
-
-func readSQLRows(rows rowSource) ([]string, [][]any, error) {
-	defer rows.Close()
+// readSQLRows reads every row of a query as column names and values.
+func readSQLRows(rows *sql.Rows) ([]string, [][]any, error) {
+	defer rows.Close() //nolint:errcheck // read-only; Err reports what matters
 	cols, err := rows.Columns()
 	if err != nil {
 		return nil, nil, err
