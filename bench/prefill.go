@@ -99,7 +99,14 @@ func prefillTarget(ctx context.Context, t target, o options, progress io.Writer)
 			return t, nil, fmt.Errorf("prefill: %w", err)
 		}
 		name := "norn_bench_run_" + runID()
-		if err := pgExec(ctx, t.url, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+		// FILE_COPY checkpoints before and after the copy, so that the run
+		// does not start with the copy's writes still to be flushed.
+		// (PostgreSQL 15; older servers copy files that way anyway.)
+		err = pgExec(ctx, t.url, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY", name, tmpl))
+		if err != nil && strings.Contains(err.Error(), "STRATEGY") {
+			err = pgExec(ctx, t.url, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl))
+		}
+		if err != nil {
 			return t, nil, fmt.Errorf("prefill: copy the template: %w", err)
 		}
 		out = t
@@ -642,7 +649,7 @@ func withDatabase(u, name string) string {
 	return p.String()
 }
 
-// copyFile copies src to dst (a new file).
+// copyFile copies src to dst (a new file) and syncs it.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -656,5 +663,7 @@ func copyFile(src, dst string) error {
 	if _, err := io.Copy(out, in); err != nil {
 		return errors.Join(err, out.Close())
 	}
-	return out.Close()
+	// On disk before the run starts: otherwise the kernel writes the copy
+	// back during the run, and every fsync of the run waits behind it.
+	return errors.Join(out.Sync(), out.Close())
 }
