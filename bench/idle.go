@@ -117,7 +117,7 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		disk = -1
 	}
-	r.logf("%d passivated (%d goroutines); publishing the wake-up", waiting, g)
+	r.logf("%d passivated (%d goroutines, RSS %s); publishing the wake-up", waiting, g, fmtBytes(rss))
 
 	smp = startSampler(50 * time.Millisecond)
 	w0 := ioWritten()
