@@ -46,6 +46,10 @@ func idleWorkflow(side *idleSide) *actor.WorkflowDef[idleInput, int] {
 // all (each is re-activated from the store, replays, consumes and ends).
 func runIdle(ctx context.Context, r *runner) (result, error) {
 	n := size(100000, r.opts.N)
+	parked := r.opts.PrefillParked > 0 // the store holds them already: no spawning
+	if parked {
+		n = r.opts.PrefillParked
+	}
 	passivate := r.opts.passivate(2 * time.Second)
 	res := result{N: fmtInt(int64(n)), Unit: "inst/s", Metrics: map[string]float64{}}
 	side := &idleSide{subscribed: newDoneCounter(n), woken: newDoneCounter(n), at: make(stamps, n)}
@@ -59,24 +63,35 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 	base := runtime.NumGoroutine()
 	smp := startSampler(50 * time.Millisecond)
 
-	r.logf("spawning %d idle instances (PassivateAfter %s)", n, passivate)
 	pids := make([]actor.PID, n)
 	t0 := time.Now()
-	err = parallel(ctx, n, r.opts.Spawners, func(ctx context.Context, i int) error {
-		var err error
-		pids[i], err = actor.Spawn(ctx, nd.sys, wf, idleInput{Channel: channel, Index: i})
-		return err
-	})
+	wctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	if parked {
+		channel = prefillChannel
+		r.logf("%d idle instances parked in the store (-prefill-parked)", n)
+		pids, err = listIDs(wctx, nd.store, wf.Name(), persistence.StatusWaiting)
+		if err == nil && len(pids) != n {
+			err = fmt.Errorf("the store holds %d parked idlers, want %d", len(pids), n)
+		}
+	} else {
+		r.logf("spawning %d idle instances (PassivateAfter %s)", n, passivate)
+		err = parallel(ctx, n, r.opts.Spawners, func(ctx context.Context, i int) error {
+			var err error
+			pids[i], err = actor.Spawn(ctx, nd.sys, wf, idleInput{Channel: channel, Index: i})
+			return err
+		})
+	}
 	spawned := time.Since(t0)
 	if err != nil {
 		smp.Stop()
 		return res, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
-	defer cancel()
-	if err := side.subscribed.wait(wctx); err != nil {
-		smp.Stop()
-		return res, fmt.Errorf("subscribing: %w", err)
+	if !parked {
+		if err := side.subscribed.wait(wctx); err != nil {
+			smp.Stop()
+			return res, fmt.Errorf("subscribing: %w", err)
+		}
 	}
 	subscribed := time.Since(t0)
 	// Passivated: the store says "waiting" for every instance, and their
@@ -102,7 +117,7 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		disk = -1
 	}
-	r.logf("%d passivated (%d goroutines); publishing the wake-up", waiting, g)
+	r.logf("%d passivated (%d goroutines, RSS %s); publishing the wake-up", waiting, g, fmtBytes(rss))
 
 	smp = startSampler(50 * time.Millisecond)
 	w0 := ioWritten()
@@ -143,6 +158,9 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 		fmtDur(wall), fmtDur(done), fmtRate(rate(n, spawned)), fmtDur(subscribed), fmtInt(int64(peakG)), fmtBytes(peakRSS),
 		fmtInt(int64(waiting)), fmtInt(int64(n)), fmtInt(int64(g)), fmtBytes(rss), fmtBytes(disk),
 		fmtInt(int64(wakeG)), fmtBytes(wakeRSS), fmtBytes(written))
+	if parked {
+		res.Extra = "parked by -prefill-parked (spawn: reading their IDs); " + res.Extra
+	}
 	if wokeErr != nil {
 		return res, fmt.Errorf("wake-up: %w", wokeErr)
 	}
@@ -150,4 +168,23 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 		return res, fmt.Errorf("%d instances did not complete; first: %w", failed, first)
 	}
 	return res, nil
+}
+
+// listIDs reads the IDs of a workflow's instances in status from the store.
+func listIDs(ctx context.Context, st persistence.Store, workflow string, status persistence.Status) ([]actor.PID, error) {
+	var out []actor.PID
+	after := ""
+	for {
+		page, err := st.List(ctx, persistence.ListFilter{Status: []persistence.Status{status}, Workflow: workflow, After: after, Limit: 5000})
+		if err != nil {
+			return out, err
+		}
+		for _, in := range page {
+			out = append(out, actor.PID(in.ID))
+		}
+		if len(page) < 5000 {
+			return out, nil
+		}
+		after = page[len(page)-1].ID
+	}
 }

@@ -197,8 +197,8 @@ func runList(ctx context.Context, r *runner) (result, error) {
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", c.name, err)
 		}
-		if c.name == "all" && total != n {
-			return res, fmt.Errorf("the listing pages through %d instances of %d", total, n)
+		if want := n + r.opts.PrefillEnded; c.name == "all" && total != want {
+			return res, fmt.Errorf("the listing pages through %d instances of %d", total, want)
 		}
 		firsts = append(firsts, first)
 		res.Metrics[c.name+"_first_ms"] = ms(first)

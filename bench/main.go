@@ -17,6 +17,7 @@ import (
 	_ "net/http/pprof" // served only with -pprof
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -52,6 +53,10 @@ type options struct {
 	OnVictim   bool          // failover: place every sleeper on the node to kill
 	KillBefore time.Duration // failover: the kill comes this long before the timers are due
 	Lead       time.Duration // failover: spawn → due; 0: 3s + 3ms per sleeper
+
+	PrefillEnded  int    // ended chain instances in the store before the workload starts
+	PrefillParked int    // idle instances parked on prefillChannel before the workload starts
+	PrefillCache  string // directory of the seeded SQLite files
 }
 
 // size picks the first positive value, else def.
@@ -164,8 +169,14 @@ func workloads() []workload {
 func runOne(ctx context.Context, w workload, opts options, t target, progress io.Writer) result {
 	settle()
 	resetPeakRSS()
-	r := &runner{opts: opts, t: t, progress: progress}
 	start := time.Now()
+	t, done, err := prefillTarget(ctx, t, opts, progress)
+	if err != nil {
+		return result{Workload: w.name, Store: t.label, Err: err, Wall: time.Since(start)}
+	}
+	defer done()
+	r := &runner{opts: opts, t: t, progress: progress}
+	start = time.Now()
 	res, err := w.run(ctx, r)
 	res.Workload, res.Store, res.Err = w.name, t.label, err
 	if res.Wall == 0 {
@@ -214,6 +225,9 @@ func run() int {
 	fs.DurationVar(&o.KillBefore, "kill-before", 250*time.Millisecond, "failover: kill the node this long before the sleepers' timers are due")
 	fs.DurationVar(&o.Lead, "lead", 0, "failover: time from the first spawn to the timers' due time (default 3s + 3ms per sleeper)")
 	fs.IntVar(&o.BaselineBatch, "baseline-batch", 5000, "chain: rows per transaction of the raw SQLite/PostgreSQL baseline")
+	fs.IntVar(&o.PrefillEnded, "prefill-ended", 0, "put this many ended chain instances (5 history events each) in the store before the workload runs: seeded once, then copied for every run (sqlite: a file in -prefill-cache; postgres: a template database norn_bench_seed_ended_N beside the -store database, copied into a database of the run's own that is dropped afterwards)")
+	fs.IntVar(&o.PrefillParked, "prefill-parked", 0, "idle: park this many idle instances (subscribed to a broadcast channel, passivated) in the store instead of spawning -n; seeded and copied as -prefill-ended (database norn_bench_seed_parked_N)")
+	fs.StringVar(&o.PrefillCache, "prefill-cache", filepath.Join(os.TempDir(), "norn-bench-seed"), "directory of the seeded SQLite files of -prefill-ended (kept between runs; delete to reseed)")
 	fs.StringVar(&o.Observe, "observe", "", "run with hooks on: metrics (package metrics), tracing (package tracing, spans through the OpenTelemetry SDK to an exporter that drops them), both")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench -workload NAME [flags]\n\n")
@@ -241,6 +255,10 @@ func run() int {
 	}
 	if o.SleepMin <= 0 || (o.SleepMax < o.SleepMin && o.DueWithin <= 0) {
 		fmt.Fprintln(os.Stderr, "bench: want 0 < -sleep-min <= -sleep-max")
+		return 2
+	}
+	if o.PrefillEnded > 0 && o.PrefillParked > 0 {
+		fmt.Fprintln(os.Stderr, "bench: -prefill-ended and -prefill-parked do not go together")
 		return 2
 	}
 	if o.Timeout <= 0 || o.Spawners <= 0 {

@@ -26,6 +26,7 @@ import (
 type target struct {
 	label string // shown in the table
 	url   string // empty: a fresh SQLite file in a temp dir per run
+	seed  string // a temp SQLite target's file starts as a copy of this one (-prefill-ended)
 }
 
 func (t target) temp() bool { return t.url == "" }
@@ -108,6 +109,12 @@ func startNode(ctx context.Context, t target, cfg actor.Config) (*node, error) {
 		n.tmpDir = dir
 		n.path = filepath.Join(dir, "norn.db")
 		u = "sqlite://" + n.path
+		if t.seed != "" {
+			if err := copyFile(t.seed, n.path); err != nil {
+				n.removeTemp()
+				return nil, fmt.Errorf("copy the prefilled store: %w", err)
+			}
+		}
 	} else {
 		n.path = t.sqlitePath()
 	}
