@@ -117,6 +117,24 @@ func runIdle(ctx context.Context, r *runner) (result, error) {
 	if err != nil {
 		disk = -1
 	}
+	// Bytes per parked instance on PostgreSQL, table by table (with
+	// indexes and TOAST) and index by index, over every instance in the
+	// store.
+	tables, indexes, count, err := nd.relationBytes(ctx)
+	if err != nil {
+		return res, fmt.Errorf("relation sizes: %w", err)
+	}
+	if count > 0 {
+		var total int64
+		for name, size := range tables {
+			total += size
+			res.Metrics["parked_bytes_per_instance_"+name] = float64(size) / float64(count)
+		}
+		for name, size := range indexes {
+			res.Metrics["parked_index_bytes_per_instance_"+name] = float64(size) / float64(count)
+		}
+		res.Metrics["parked_bytes_per_instance"] = float64(total) / float64(count)
+	}
 	r.logf("%d passivated (%d goroutines, RSS %s); publishing the wake-up", waiting, g, fmtBytes(rss))
 
 	smp = startSampler(50 * time.Millisecond)

@@ -340,3 +340,45 @@ func (s stamps) last() time.Time {
 	}
 	return time.Unix(0, m)
 }
+
+// relationBytes is, for a PostgreSQL store, each of its tables' size with
+// their indexes and TOAST (pg_total_relation_size), each index's size, and
+// the number of rows in instances; nils for SQLite, whose file size
+// diskBytes reports. The store's schema is the one that holds the
+// instances table (the bench opens stores with the default schema only).
+func (n *node) relationBytes(ctx context.Context) (tables, indexes map[string]int64, count int64, err error) {
+	if !n.t.postgres() {
+		return nil, nil, 0, nil
+	}
+	conn, err := pgx.Connect(ctx, n.t.url)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer conn.Close(context.Background())
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT relnamespace::regnamespace::text FROM pg_class
+		WHERE relname = 'instances' AND relkind = 'r' ORDER BY oid LIMIT 1`).Scan(&schema); err != nil {
+		return nil, nil, 0, err
+	}
+	rows, _ := conn.Query(ctx, `SELECT c.relname::text, c.relkind = 'i', CASE c.relkind WHEN 'r' THEN pg_total_relation_size(c.oid)
+		ELSE pg_relation_size(c.oid) END FROM pg_class c
+		WHERE c.relkind IN ('r', 'i') AND c.relnamespace = $1::regnamespace`, schema)
+	tables, indexes = map[string]int64{}, map[string]int64{}
+	var name string
+	var index bool
+	var size int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &index, &size}, func() error {
+		if index {
+			indexes[name] = size
+		} else {
+			tables[name] = size
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, 0, err
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "instances"}.Sanitize()).Scan(&count); err != nil {
+		return nil, nil, 0, err
+	}
+	return tables, indexes, count, nil
+}

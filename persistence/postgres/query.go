@@ -14,15 +14,18 @@ import (
 // dialect is how ListInstances' statements are written for PostgreSQL.
 // The input is BYTEA: norn_input_json (migration 0007) reads it as jsonb,
 // or NULL if it is not JSON, and #>> gives a field as text (a string's
-// value, another scalar's JSON text, NULL for null).
+// value, another scalar's JSON text, NULL for null). Migration 0013
+// dropped the (created_at, id) index: a plain listing reads one range of
+// instances_status_created per status.
 func dialect() querysql.Dialect {
 	return querysql.Dialect{
 		Param: func(n int) string { return "$" + strconv.Itoa(n) },
 		InputMatch: func(path, value string) string {
 			return "norn_input_json(input) #>> " + path + "::text[] = " + value + "::text"
 		},
-		PathArg:  func(path []string) any { return path },
-		Contains: func(value string) string { return "position(" + value + "::bytea in input) > 0" },
+		PathArg:        func(path []string) any { return path },
+		Contains:       func(value string) string { return "position(" + value + "::bytea in input) > 0" },
+		NoCreatedIndex: true,
 	}
 }
 

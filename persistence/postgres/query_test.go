@@ -46,9 +46,9 @@ func TestListInstancesPlans(t *testing.T) {
 		q     persistence.InstanceQuery
 		index string
 	}{
-		{persistence.InstanceQuery{}, querysql.IndexCreated},
-		{persistence.InstanceQuery{After: after, CreatedAfter: at.Add(-time.Hour)}, querysql.IndexCreated},
-		{persistence.InstanceQuery{After: after, UpdatedAfter: at.Add(-time.Hour), Input: map[string]string{"n": "1"}}, querysql.IndexCreated},
+		{persistence.InstanceQuery{}, querysql.IndexStatusCreated},
+		{persistence.InstanceQuery{After: after, CreatedAfter: at.Add(-time.Hour)}, querysql.IndexStatusCreated},
+		{persistence.InstanceQuery{After: after, UpdatedAfter: at.Add(-time.Hour), Input: map[string]string{"n": "1"}}, querysql.IndexStatusCreated},
 		{persistence.InstanceQuery{Statuses: one, After: after}, querysql.IndexStatusCreated},
 		{persistence.InstanceQuery{Statuses: two, After: after, CreatedBefore: at.Add(time.Hour)}, querysql.IndexStatusCreated},
 		{persistence.InstanceQuery{Workflow: "wf-3", After: after}, querysql.IndexWorkflowCreated},
@@ -71,7 +71,7 @@ func TestListInstancesPlans(t *testing.T) {
 			strings.Count(text, "Bitmap Index Scan on "+c.index)
 		uses := strings.Contains(text, " "+c.index+" ")
 		branches := max(1, len(c.q.Statuses))
-		if c.q.Workflow != "" && len(c.q.Statuses) == 0 {
+		if c.q.Parent == "" && len(c.q.Statuses) == 0 {
 			branches = len(persistence.Statuses())
 		}
 		if c.q.Parent != "" {

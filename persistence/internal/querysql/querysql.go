@@ -30,6 +30,10 @@ type Dialect struct {
 	InputMatch func(path, value string) string
 	// PathArg is the argument bound to a path.
 	PathArg func(path []string) any
+	// NoCreatedIndex says the driver has no (created_at, id) index: a
+	// listing without a status or workflow then reads status by status
+	// from (status, created_at, id), as a workflow without statuses does.
+	NoCreatedIndex bool
 	// Contains is a condition true when the input's bytes contain those
 	// of value (a placeholder bound to them): a cheap test that spares
 	// reading as JSON the inputs that cannot match.
@@ -114,6 +118,11 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		return s + order
 	}
 	var branches []string
+	if q.Workflow == "" && q.Parent == "" && len(statuses) == 0 && d.NoCreatedIndex {
+		for _, st := range persistence.Statuses() {
+			statuses = append(statuses, string(st))
+		}
+	}
 	if q.Parent != "" || len(statuses) == 1 || (q.Workflow == "" && len(statuses) == 0) {
 		sel = "SELECT " + columns + " FROM instances" // one branch: the statement itself
 	}
