@@ -29,11 +29,22 @@ type QueueClaimer interface {
 	// (Consume), and it goes back to the queue if the consumer
 	// unsubscribes from channel or ends first. Concurrent claims, by any
 	// process and by Step.Claim or Step.Consume, never move or take the
-	// same message. It returns the moved messages in arrival order, each
-	// with Target set to its consumer. consumers must be distinct
-	// instance IDs, at most MaxQueueClaim of them (an *InvalidError
-	// otherwise).
-	ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) ([]Message, error)
+	// same message. consumers must be distinct instance IDs, at most
+	// MaxQueueClaim of them (an *InvalidError otherwise).
+	ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (QueueClaim, error)
+}
+
+// QueueClaim is what one ClaimQueue moved.
+type QueueClaim struct {
+	// Messages are the moved messages in arrival order, each with Target
+	// set to its consumer.
+	Messages []Message
+	// More reports that the queue held messages this claim did not move,
+	// as its transaction saw it: of other types, stored without a type,
+	// held by a concurrent claim or consume, or more than there were
+	// consumers. A consumer that got nothing need not read the queue
+	// itself when More is false.
+	More bool
 }
 
 // ValidateQueueClaim checks the arguments of ClaimQueue, as every driver

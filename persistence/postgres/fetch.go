@@ -20,6 +20,8 @@ import (
 // locked row again). h: the head of the queue, as many as e, skipping
 // rows a concurrent claim or consume holds (SKIP LOCKED) rather than
 // waiting for them. The n-th message of h goes to the n-th consumer of e.
+// A row of seq 0 (no message has it) says that the queue holds more than
+// h: the statement's snapshot still shows h's rows queued.
 const claimQueueSQL = `WITH e AS MATERIALIZED (
 		SELECT s.instance_id, u.ord FROM unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
 		JOIN subscriptions s ON s.instance_id = u.id AND s.channel = $2::text AND s.mode = 'competing'
@@ -35,26 +37,32 @@ const claimQueueSQL = `WITH e AS MATERIALIZED (
 		WHERE messages.seq = h.seq
 		RETURNING messages.seq, messages.msg_id, messages.channel, messages.target, messages.sender,
 			messages.type, messages.payload, messages.metadata, messages.published_at)
-	SELECT * FROM m ORDER BY seq`
+	SELECT * FROM m
+	UNION ALL
+	SELECT 0, '', '', '', '', '', NULL, NULL, 0 WHERE EXISTS (
+		SELECT 1 FROM messages q WHERE q.channel = $2::text AND q.target IS NULL
+			AND NOT EXISTS (SELECT 1 FROM h WHERE h.seq = q.seq))
+	ORDER BY 1`
 
 // ClaimQueue implements persistence.QueueClaimer. It is not retried: a
 // claim whose commit was not acknowledged may have moved messages, which
 // their consumers find by reading their mailboxes.
-func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) ([]persistence.Message, error) {
+func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (persistence.QueueClaim, error) {
+	var out persistence.QueueClaim
 	if err := persistence.ValidateQueueClaim(owner, channel, types, consumers); err != nil {
-		return nil, err
+		return out, err
 	}
 	if len(consumers) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	if s.isClosed() {
-		return nil, persistence.ErrStoreClosed
+		return out, persistence.ErrStoreClosed
 	}
 	if types == nil {
 		types = []string{}
 	}
 	rows, _ := s.pool.Query(ctx, sqlClaimQueue, owner, channel, consumers, types)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Message, error) {
+	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Message, error) {
 		var m persistence.Message
 		var at int64
 		err := row.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Type, &m.Payload, &m.Metadata, &at)
@@ -62,7 +70,14 @@ func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, co
 		return m, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim queue %s: %w", channel, err)
+		return out, fmt.Errorf("postgres: claim queue %s: %w", channel, err)
+	}
+	for _, m := range ms {
+		if m.Seq == 0 {
+			out.More = true
+			continue
+		}
+		out.Messages = append(out.Messages, m)
 	}
 	return out, nil
 }

@@ -22,25 +22,27 @@ const (
 	queueHeadSQL = `SELECT seq, msg_id, channel, '', sender, type, payload, metadata, published_at FROM messages
 		WHERE channel = ?1 AND target IS NULL AND (?2 IS NULL OR type IN (SELECT value FROM json_each(?2)))
 		ORDER BY seq LIMIT ?3`
+	// ?1 channel: run after the claim, which took its messages out.
+	queueLeftSQL = `SELECT EXISTS (SELECT 1 FROM messages WHERE channel = ?1 AND target IS NULL)`
 )
 
 // ClaimQueue implements persistence.QueueClaimer: one request of the
 // writer, so that it commits with the steps around it.
-func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) ([]persistence.Message, error) {
+func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (persistence.QueueClaim, error) {
+	var out persistence.QueueClaim
 	if err := persistence.ValidateQueueClaim(owner, channel, types, consumers); err != nil {
-		return nil, err
+		return out, err
 	}
 	if len(consumers) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	var typeList any // NULL: any type
 	if len(types) > 0 {
 		b, _ := json.Marshal(types)
 		typeList = string(b)
 	}
-	var out []persistence.Message
 	err := s.write(ctx, false, func(tx *sql.Tx) error {
-		out = out[:0] // the writer may run a request again (see commit)
+		out = persistence.QueueClaim{} // the writer may run a request again (see commit)
 		now := time.Now().UnixNano()
 		eligible := make([]string, 0, len(consumers))
 		probe := s.stmt(tx, s.st.queueConsumer)
@@ -55,7 +57,7 @@ func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, co
 			}
 		}
 		if len(eligible) == 0 {
-			return nil
+			return s.queueLeft(tx, channel, &out)
 		}
 		rows, err := s.stmt(tx, s.st.queueHead).Query(channel, typeList, len(eligible))
 		if err != nil {
@@ -76,12 +78,20 @@ func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, co
 			if _, err := hold.Exec(m.Target); err != nil {
 				return fmt.Errorf("sqlite: claim queue %s: %w", channel, err)
 			}
-			out = append(out, m)
+			out.Messages = append(out.Messages, m)
 		}
-		return nil
+		return s.queueLeft(tx, channel, &out)
 	})
 	if err != nil {
-		return nil, err
+		return persistence.QueueClaim{}, err
 	}
 	return out, nil
+}
+
+// queueLeft sets out.More if channel's queue still holds messages.
+func (s *Store) queueLeft(tx *sql.Tx, channel string, out *persistence.QueueClaim) error {
+	if err := s.stmt(tx, s.st.queueLeft).QueryRow(channel).Scan(&out.More); err != nil {
+		return fmt.Errorf("sqlite: claim queue %s: %w", channel, err)
+	}
+	return nil
 }

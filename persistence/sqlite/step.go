@@ -53,6 +53,7 @@ type stmts struct {
 	queueConsumer *sql.Stmt
 	queueHead     *sql.Stmt
 	holdClaims    *sql.Stmt
+	queueLeft     *sql.Stmt
 }
 
 // preparer prepares statements on db until the first error, which it keeps.
@@ -158,6 +159,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.queueConsumer = p(queueConsumerSQL)
 	st.queueHead = p(queueHeadSQL)
 	st.holdClaims = p(`UPDATE instances SET holds = holds | 4 WHERE id = ?`)
+	st.queueLeft = p(queueLeftSQL)
 	return pr.err
 }
 
@@ -165,7 +167,7 @@ func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.instanceHolds, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
-		st.claimMessage, st.unclaimAll, st.unclaimChannel, st.queueConsumer, st.queueHead, st.holdClaims)
+		st.claimMessage, st.unclaimAll, st.unclaimChannel, st.queueConsumer, st.queueHead, st.holdClaims, st.queueLeft)
 }
 
 // Apply commits one step; concurrent calls share commits.

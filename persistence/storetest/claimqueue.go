@@ -38,13 +38,15 @@ func testClaimQueue(t *testing.T, st persistence.Store) {
 	for i := range 4 {
 		publish(fmt.Sprintf("j%d", i), "job")
 	}
+	more := false
 	claim := func(types []string, consumers ...string) []persistence.Message {
 		t.Helper()
-		ms, err := st.ClaimQueue(ctx(), owner, "jobs", types, consumers)
+		qc, err := st.ClaimQueue(ctx(), owner, "jobs", types, consumers)
 		if err != nil {
 			t.Fatalf("ClaimQueue(%v, %v): %v", types, consumers, err)
 		}
-		return ms
+		more = qc.More
+		return qc.Messages
 	}
 	got := func(ms []persistence.Message) string {
 		var out []string
@@ -55,8 +57,8 @@ func testClaimQueue(t *testing.T, st persistence.Store) {
 	}
 
 	ms := claim([]string{"job", "job-alias"}, "not-sub", "elsewhere", "a", "done", "b", "ghost")
-	if g := got(ms); g != "j0>a j1>b" {
-		t.Fatalf("claimed %q, want j0 to a and j1 to b", g)
+	if g := got(ms); g != "j0>a j1>b" || !more {
+		t.Fatalf("claimed %q (more %v), want j0 to a and j1 to b, and more left", g, more)
 	}
 	if ms[0].Channel != "jobs" || ms[0].Type != "job" || string(ms[0].Payload) != `"j0"` || ms[0].Seq == 0 {
 		t.Fatalf("claimed message = %+v", ms[0])
@@ -75,8 +77,8 @@ func testClaimQueue(t *testing.T, st persistence.Store) {
 		t.Fatalf("c's mailbox = %q, want the queue without the claimed", g)
 	}
 	// Any type: the untyped message first.
-	if g := got(claim(nil, "c")); g != "untyped>c" {
-		t.Fatalf("claimed %q, want untyped to c", g)
+	if g := got(claim(nil, "c")); g != "untyped>c" || !more {
+		t.Fatalf("claimed %q (more %v), want untyped to c, and more left", g, more)
 	}
 	// a takes its message with a step; a second claim for it takes j2.
 	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, Consume: []int64{ms[0].Seq}})
@@ -102,11 +104,11 @@ func testClaimQueue(t *testing.T, st persistence.Store) {
 	}
 	create(t, st, "d")
 	apply(t, st, persistence.Step{Instance: "d", Epoch: 1, Subscribe: competing})
-	if g := got(claim(nil, "d", "c")); g != "j2>d j3>c" {
-		t.Fatalf("claimed %q, want j2 to d and j3 to c", g)
+	if g := got(claim(nil, "d", "c")); g != "j2>d j3>c" || more {
+		t.Fatalf("claimed %q (more %v), want j2 to d and j3 to c, the last", g, more)
 	}
-	if g := got(claim(nil, "d", "c")); g != "" {
-		t.Fatalf("claimed %q from an empty queue", g)
+	if g := got(claim(nil, "d", "c")); g != "" || more {
+		t.Fatalf("claimed %q (more %v) from an empty queue", g, more)
 	}
 
 	var inv *persistence.InvalidError
@@ -156,11 +158,12 @@ func testClaimQueueRace(t *testing.T, st persistence.Store) {
 		go func() {
 			defer wg.Done()
 			for {
-				ms, err := st.ClaimQueue(ctx(), owner, "q", nil, group)
+				qc, err := st.ClaimQueue(ctx(), owner, "q", nil, group)
 				if err != nil {
 					t.Error(err)
 					return
 				}
+				ms := qc.Messages
 				if len(ms) == 0 {
 					return
 				}
