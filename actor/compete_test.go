@@ -119,11 +119,12 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 			ids := map[string]bool{}
 			var fired, published atomic.Int64
 			ctx := testutil.Ctx(t, 2*time.Minute)
-			in.AfterMailbox = func(consumer string, msgs []persistence.Message, rerr error) {
-				// Every read of a consumer that found nothing publishes
-				// one message as the read returns, before the consumer
-				// looks at what it read and parks, until all are out.
-				if len(msgs) > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
+			// Every read of a consumer that found nothing (its mailbox,
+			// or the fetcher's claim for it) publishes one message as the
+			// read returns, before the consumer looks at what it read and
+			// parks, until all are out.
+			emptyRead := func(consumer string, found int, rerr error) {
+				if found > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
 					return
 				}
 				k := fired.Add(1)
@@ -139,6 +140,10 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 				ids[id] = true
 				mu.Unlock()
 				published.Add(1)
+			}
+			in.AfterMailbox = func(consumer string, msgs []persistence.Message, rerr error) { emptyRead(consumer, len(msgs), rerr) }
+			in.AfterClaimQueue = func(_ string, consumers []string, qc persistence.QueueClaim, rerr error) {
+				emptyRead(consumers[0], len(qc.Messages), rerr)
 			}
 			sys = testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
