@@ -36,6 +36,15 @@ func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, co
 	if len(consumers) == 0 {
 		return out, nil
 	}
+	// An empty queue, the common case of a consumer about to park, is
+	// answered by a read, without a turn of the writer: a message
+	// committed after it is the runtime's to wake a consumer for.
+	if err := s.r.QueryRowContext(ctx, queueLeftSQL, channel).Scan(&out.More); err != nil {
+		return out, fmt.Errorf("sqlite: claim queue %s: %w", channel, err)
+	}
+	if !out.More {
+		return out, nil
+	}
 	var typeList any // NULL: any type
 	if len(types) > 0 {
 		b, _ := json.Marshal(types)
