@@ -30,7 +30,7 @@ import (
 // fetchers holds the fetcher of each competing channel; the zero value is
 // ready. There is no goroutine: the first consumer to ask runs the claim
 // for all who asked meanwhile, then hands the lead to one who asked
-// during its claim (see take).
+// during its claim (see System.fetchQueued).
 type fetchers struct {
 	mu sync.Mutex
 	by map[string]*channelFetch
@@ -67,7 +67,7 @@ type fetchState struct {
 	leftover bool
 }
 
-// take asks ch's fetcher for one message for consumer id, of types (nil:
+// fetchQueued asks ch's fetcher for one message for consumer id, of types (nil:
 // any type). It blocks until a claim has answered.
 func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 	req := &fetchReq{id: id, types: types, reply: make(chan fetchReply, 1)}
@@ -134,7 +134,7 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchRep
 			for i, r := range part {
 				ids[i] = r.id
 			}
-			qc, err := s.store.ClaimQueue(s.ctx, s.env.cfg.NodeID, ch, part[0].types, ids)
+			qc, err := s.store.ClaimQueue(s.ctx, s.cfg.NodeID, ch, part[0].types, ids)
 			got := make(map[string]persistence.Message, len(qc.Messages))
 			for _, m := range qc.Messages {
 				got[m.Target] = m
