@@ -342,3 +342,51 @@ func TestQueuedPublishDuringStop(t *testing.T) {
 		t.Fatalf("after the restart %d messages still wait", s.Waiting)
 	}
 }
+
+// unansweredClaims is a store whose ClaimQueue commits but, for the first
+// few claims that moved messages, answers with an error, as a connection
+// lost after the commit would.
+type unansweredClaims struct {
+	persistence.Store
+	left atomic.Int64 // claims still to answer with an error
+	lost atomic.Int64 // messages moved by those claims
+}
+
+func (s *unansweredClaims) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (persistence.QueueClaim, error) {
+	qc, err := s.Store.ClaimQueue(ctx, owner, channel, types, consumers)
+	if err == nil && len(qc.Messages) > 0 && s.left.Add(-1) >= 0 {
+		s.lost.Add(int64(len(qc.Messages)))
+		return persistence.QueueClaim{}, errors.New("connection lost after the commit")
+	}
+	return qc, err
+}
+
+// TestFetchedClaimUnanswered: messages the fetcher claimed for a consumer
+// whose answer was lost wait in the consumer's mailbox, and the consumer
+// takes them from there: every message is consumed once, none waits.
+func TestFetchedClaimUnanswered(t *testing.T) {
+	t.Parallel()
+	const messages = 60
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	st := &unansweredClaims{Store: base}
+	st.left.Store(5)
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(st, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 3)
+	ids := map[string]bool{}
+	for i := range messages {
+		id, err := sys.Publish(ctx, "jobs", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	consumedOnce(t, sys, pids, ids)
+	if st.lost.Load() == 0 {
+		t.Fatal("no claim's answer was lost: the test did not exercise the fetcher")
+	}
+	if s := channelStat(t, sys, "jobs"); s.Waiting != 0 {
+		t.Fatalf("%d messages still waiting", s.Waiting)
+	}
+}
