@@ -147,16 +147,16 @@ func testClaimQueueRace(t *testing.T, st persistence.Store) {
 		}
 		taken[m.ID] = by
 	}
-	hist := map[string]int64{}
-	for _, id := range all {
-		hist[id] = 1
-	}
 	var wg sync.WaitGroup
 	for f := range fetchers {
 		group := all[f*perFetcher : (f+1)*perFetcher]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			hist := map[string]int64{} // next history seq of each of group
+			for _, id := range group {
+				hist[id] = 1
+			}
 			for {
 				qc, err := st.ClaimQueue(ctx(), owner, "q", nil, group)
 				if err != nil {
@@ -184,7 +184,7 @@ func testClaimQueueRace(t *testing.T, st persistence.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			seq := hist[id]
+			seq := int64(1)
 			for {
 				ms, err := st.Mailbox(ctx(), id, 4)
 				if err != nil {
