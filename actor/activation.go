@@ -63,6 +63,10 @@ type activation struct {
 	// prefetched are messages this run claimed into its own mailbox
 	// (Prefetch) and has not received yet, in arrival order.
 	prefetched []persistence.Message
+	// competing are the channels it consumes competitively (rebuilt by
+	// replay); fetch is how it takes their messages (see fetchQueued).
+	competing map[string]bool
+	fetch     fetchState
 
 	deferred []*command // activities to start once replay ends
 	inbox    chan attemptResult
@@ -174,6 +178,7 @@ func (a *activation) reset(inst persistence.Instance, hist journal.History) {
 	a.pending, a.onCommit = persistence.Step{}, nil
 	a.consumed = map[int64]bool{}
 	a.prefetch, a.prefetched = map[string]int{}, nil
+	a.competing, a.fetch = nil, fetchState{}
 	a.deferred, a.inflight = nil, 0
 	a.comps, a.links = nil, supervisor.Links{}
 	a.locals = nil

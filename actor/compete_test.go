@@ -119,11 +119,12 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 			ids := map[string]bool{}
 			var fired, published atomic.Int64
 			ctx := testutil.Ctx(t, 2*time.Minute)
-			in.AfterMailbox = func(consumer string, msgs []persistence.Message, rerr error) {
-				// Every read of a consumer that found nothing publishes
-				// one message as the read returns, before the consumer
-				// looks at what it read and parks, until all are out.
-				if len(msgs) > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
+			// Every read of a consumer that found nothing (its mailbox,
+			// or the fetcher's claim for it) publishes one message as the
+			// read returns, before the consumer looks at what it read and
+			// parks, until all are out.
+			emptyRead := func(consumer string, found int, rerr error) {
+				if found > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
 					return
 				}
 				k := fired.Add(1)
@@ -139,6 +140,10 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 				ids[id] = true
 				mu.Unlock()
 				published.Add(1)
+			}
+			in.AfterMailbox = func(consumer string, msgs []persistence.Message, rerr error) { emptyRead(consumer, len(msgs), rerr) }
+			in.AfterClaimQueue = func(_ string, consumers []string, qc persistence.QueueClaim, rerr error) {
+				emptyRead(consumers[0], len(qc.Messages), rerr)
 			}
 			sys = testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
@@ -335,5 +340,53 @@ func TestQueuedPublishDuringStop(t *testing.T) {
 	consumedOnce(t, sys2, pids, ids)
 	if s := channelStat(t, sys2, "jobs"); s.Waiting != 0 {
 		t.Fatalf("after the restart %d messages still wait", s.Waiting)
+	}
+}
+
+// unansweredClaims is a store whose ClaimQueue commits but, for the first
+// few claims that moved messages, answers with an error, as a connection
+// lost after the commit would.
+type unansweredClaims struct {
+	persistence.Store
+	left atomic.Int64 // claims still to answer with an error
+	lost atomic.Int64 // messages moved by those claims
+}
+
+func (s *unansweredClaims) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (persistence.QueueClaim, error) {
+	qc, err := s.Store.ClaimQueue(ctx, owner, channel, types, consumers)
+	if err == nil && len(qc.Messages) > 0 && s.left.Add(-1) >= 0 {
+		s.lost.Add(int64(len(qc.Messages)))
+		return persistence.QueueClaim{}, errors.New("connection lost after the commit")
+	}
+	return qc, err
+}
+
+// TestFetchedClaimUnanswered: messages the fetcher claimed for a consumer
+// whose answer was lost wait in the consumer's mailbox, and the consumer
+// takes them from there: every message is consumed once, none waits.
+func TestFetchedClaimUnanswered(t *testing.T) {
+	t.Parallel()
+	const messages = 60
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	st := &unansweredClaims{Store: base}
+	st.left.Store(5)
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(st, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 3)
+	ids := map[string]bool{}
+	for i := range messages {
+		id, err := sys.Publish(ctx, "jobs", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	consumedOnce(t, sys, pids, ids)
+	if st.lost.Load() == 0 {
+		t.Fatal("no claim's answer was lost: the test did not exercise the fetcher")
+	}
+	if s := channelStat(t, sys, "jobs"); s.Waiting != 0 {
+		t.Fatalf("%d messages still waiting", s.Waiting)
 	}
 }

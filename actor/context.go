@@ -241,6 +241,9 @@ func (c *Context) Subscribe(channel string, mode mailbox.Mode, opts ...mailbox.S
 			})
 	})
 	err := a.eventError(e)
+	if err == nil {
+		a.noteCompeting(channel, mode == mailbox.Competing)
+	}
 	if err == nil && spec.Prefetch > 1 {
 		// Not history: how this run takes its messages.
 		a.prefetch[channel] = spec.Prefetch
@@ -262,6 +265,7 @@ func (c *Context) Unsubscribe(channel string) {
 	// Messages prefetched from it go back to its queue with the step.
 	delete(a.prefetch, channel)
 	a.dropPrefetched(channel)
+	a.noteCompeting(channel, false)
 }
 
 // DefaultVersion is what Version returns where history was written by code

@@ -124,11 +124,15 @@ func (a *activation) scanMail(recv []*command) bool {
 	if a.takePrefetched(recv) {
 		return true
 	}
+	if took, read := a.fetchQueued(recv); took || !read {
+		return took
+	}
 	for limit := a.mailboxPage(); ; limit *= 8 {
 		all, err := a.sys.store.Mailbox(a.env.ctx, a.id, limit)
 		if err != nil {
 			a.fail(err)
 		}
+		a.noteMailRead(all, limit)
 		a.checkLinks(recv, all)
 		for i := len(all) - 1; i >= 0; i-- {
 			if all[i].Target == a.id { // not a competing queue's: others may take those

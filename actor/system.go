@@ -202,6 +202,8 @@ type System struct {
 	// competing picks the consumer each message queued on a competing
 	// channel wakes (see compete.go).
 	competing *compete.Router[*activation]
+	// fetchers claim queued messages for the consumers waiting here (fetch.go).
+	fetchers fetchers
 	// claims holds the queued messages local consumers are claiming, so
 	// that they do not all race for the same rows.
 	claims mailbox.Claims[*activation]

@@ -471,6 +471,7 @@ type Store interface {
 	CommitWatcher
 	Purger
 	TxApplier
+	QueueClaimer
 
 	// Close releases resources. Pending Apply calls fail with ErrStoreClosed.
 	Close() error

@@ -24,6 +24,9 @@ type InterceptStore struct {
 	BeforeAcquire func(id, owner string)
 	AfterInstance func(id string, inst persistence.Instance, err error)
 	AfterMailbox  func(id string, msgs []persistence.Message, err error)
+	// AfterClaimQueue sees each ClaimQueue (a node's fetcher claiming
+	// queued messages for its waiting consumers).
+	AfterClaimQueue func(channel string, consumers []string, qc persistence.QueueClaim, err error)
 	// AfterHistoryRange sees each HistoryRange read (an activation reads
 	// its history from 0 as it loads).
 	AfterHistoryRange func(id string, from int64, evs []persistence.Event, err error)
@@ -70,6 +73,15 @@ func (s *InterceptStore) Mailbox(ctx context.Context, id string, limit int) ([]p
 		s.AfterMailbox(id, msgs, err)
 	}
 	return msgs, err
+}
+
+// ClaimQueue implements persistence.Store.
+func (s *InterceptStore) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (persistence.QueueClaim, error) {
+	qc, err := s.Store.ClaimQueue(ctx, owner, channel, types, consumers)
+	if s.AfterClaimQueue != nil {
+		s.AfterClaimQueue(channel, consumers, qc, err)
+	}
+	return qc, err
 }
 
 // HistoryRange implements persistence.Store.

@@ -98,6 +98,7 @@ const (
 	sqlOutboxClaimer = "norn_outbox_claimer"
 	sqlReleaseOutbox = "norn_release_outbox"
 	sqlPruneOutbox   = "norn_prune_outbox"
+	sqlClaimQueue    = "norn_claim_queue"
 
 	sqlHistory       = "norn_history"
 	sqlRunnable      = "norn_runnable"
@@ -120,6 +121,7 @@ const runnableSQL = `
 		ORDER BY updated_at LIMIT $1::bigint`
 
 var statements = map[string]string{
+	sqlClaimQueue: claimQueueSQL,
 	sqlBegin:      `BEGIN`,
 	sqlCommit:     `COMMIT`,
 	sqlRollback:   `ROLLBACK`,
@@ -190,9 +192,12 @@ var statements = map[string]string{
 	// with lock_not_available, and the writer retries it in its next
 	// transaction, after its own locks are released, which avoids deadlocks
 	// between batches that consume the same competing messages.
-	sqlConsume: `WITH d AS (DELETE FROM messages WHERE seq = $1::bigint RETURNING 1)
+	// $1 seq, $2 instance: a message still queued, or in the instance's
+	// own mailbox (not one that another consumer claimed meanwhile).
+	sqlConsume: `WITH d AS (DELETE FROM messages WHERE seq = $1::bigint AND (target IS NULL OR target = $2::text) RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkGone + `', '')`,
-	sqlConsumeNowait: `WITH d AS (DELETE FROM messages WHERE seq = (SELECT seq FROM messages WHERE seq = $1::bigint FOR UPDATE NOWAIT) RETURNING 1)
+	sqlConsumeNowait: `WITH d AS (DELETE FROM messages WHERE seq = (SELECT seq FROM messages WHERE seq = $1::bigint FOR UPDATE NOWAIT)
+			AND (target IS NULL OR target = $2::text) RETURNING 1)
 		SELECT norn_check(EXISTS (SELECT 1 FROM d), '` + checkGone + `', '')`,
 
 	// A batch's transaction-scoped advisory locks, in the order given:

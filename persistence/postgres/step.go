@@ -138,7 +138,7 @@ func (c *compiler) consume() {
 		if c.r.attempt == 0 {
 			name = sqlConsumeNowait
 		}
-		c.add(op{label: "consume message", name: name, args: []any{seq},
+		c.add(op{label: "consume message", name: name, args: []any{seq, c.id},
 			check: func(*pgconn.PgError) (error, *op) {
 				return fmt.Errorf("%w: message seq %d", persistence.ErrMessageGone, seq), nil
 			}})

@@ -49,6 +49,11 @@ type stmts struct {
 	insertOutbox   *sql.Stmt
 	release        *sql.Stmt
 	rollbackTo     *sql.Stmt
+	// ClaimQueue's (see fetch.go).
+	queueConsumer *sql.Stmt
+	queueHead     *sql.Stmt
+	holdClaims    *sql.Stmt
+	queueLeft     *sql.Stmt
 }
 
 // preparer prepares statements on db until the first error, which it keeps.
@@ -116,7 +121,9 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	st.deleteSub = p(`DELETE FROM subscriptions WHERE instance_id = ? AND channel = ?`)
 	st.targetStatus = p(`SELECT status FROM instances WHERE id = ?`)
 	st.insertEvent = p(`INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, digest, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ?`)
+	// A message still queued, or in the instance's own mailbox: not one
+	// that another consumer claimed since the step's read.
+	st.deleteMessage = p(`DELETE FROM messages WHERE seq = ? AND (target IS NULL OR target = ?)`)
 	st.insertMessage = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
 		VALUES (?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?)`)
 	st.insertIfLive = p(`INSERT INTO messages (msg_id, channel, target, sender, type, payload, metadata, published_at)
@@ -149,6 +156,10 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?5) ON CONFLICT (id) DO NOTHING`)
 	st.release = p(`RELEASE step`)
 	st.rollbackTo = p(`ROLLBACK TO step`)
+	st.queueConsumer = p(queueConsumerSQL)
+	st.queueHead = p(queueHeadSQL)
+	st.holdClaims = p(`UPDATE instances SET holds = holds | 4 WHERE id = ?`)
+	st.queueLeft = p(queueLeftSQL)
 	return pr.err
 }
 
@@ -156,7 +167,7 @@ func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.instanceHolds, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
 		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
-		st.claimMessage, st.unclaimAll, st.unclaimChannel)
+		st.claimMessage, st.unclaimAll, st.unclaimChannel, st.queueConsumer, st.queueHead, st.holdClaims, st.queueLeft)
 }
 
 // Apply commits one step; concurrent calls share commits.
@@ -382,7 +393,7 @@ func (w *stepWriter) consume() error {
 	}
 	del := w.s.stmt(w.tx, w.s.st.deleteMessage)
 	for _, seq := range w.step.Consume {
-		r, err := del.Exec(seq)
+		r, err := del.Exec(seq, w.id)
 		if err != nil {
 			return fmt.Errorf("sqlite: consume message: %w", err)
 		}

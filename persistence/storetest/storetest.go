@@ -68,6 +68,8 @@ func Run(t *testing.T, open Factory) {
 		{"CompetingRace", testCompetingRace},
 		{"CompetingQueues", testCompetingQueues},
 		{"Claim", testClaim},
+		{"ClaimQueue", testClaimQueue},
+		{"ClaimQueueRace", testClaimQueueRace},
 		{"EventDigest", testDigest},
 		{"MessageType", testMessageType},
 		{"Dedupe", testDedupe},

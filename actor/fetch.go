@@ -1,0 +1,241 @@
+package actor
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/nornlabs/norn/persistence"
+)
+
+// A node's fetcher for competing channels. A consumer waiting on one
+// competing channel asks the fetcher of that channel for a message
+// instead of reading its mailbox: the asks that meet there while a claim
+// is under way are served together by the next one, a single
+// Store.ClaimQueue that moves one message into each consumer's own
+// mailbox. So a drain costs one statement per batch of consumers rather
+// than a mailbox read and a contested claim per message, a consumer takes
+// a message only when it waits for one (nothing queues up behind a slow
+// handler), and a message is claimed only for a consumer that takes it at
+// once.
+//
+// Exactly once: the claim moves the message into the consumer's mailbox
+// (durably, bound to the instance, not to this node); the consumer records
+// the take in its history in the step that consumes it. If the activation
+// stops or crashes in between, the message waits in its mailbox for the
+// instance's next activation, which reads its mailbox before it fetches;
+// if the instance unsubscribes or ends first, the message goes back to
+// the queue with that step. The claim goes only to consumers whose lease
+// this node holds, so a stale activation claims nothing.
+
+// fetchers holds the fetcher of each competing channel; the zero value is
+// ready. There is no goroutine: the first consumer to ask runs the claim
+// for all who asked meanwhile, then hands the lead to one who asked
+// during its claim (see System.fetchQueued).
+type fetchers struct {
+	mu sync.Mutex
+	by map[string]*channelFetch
+}
+
+// channelFetch is one channel's fetcher; guarded by fetchers.mu.
+type channelFetch struct {
+	pending []*fetchReq
+	running bool
+}
+
+type fetchReq struct {
+	id    string
+	types []string
+	reply chan fetchReply
+}
+
+type fetchReply struct {
+	m    persistence.Message
+	ok   bool // m was claimed for this consumer
+	more bool // the queue held more than the claim moved
+	err  error
+	lead bool // run the next claim
+}
+
+// fetchState is an activation's use of the fetchers (workflow goroutine).
+type fetchState struct {
+	// read: the activation read its mailbox since it started; until then
+	// it has not seen what a previous activation left there.
+	read bool
+	// leftover: its mailbox may hold messages claimed for it that it has
+	// not seen (left by a previous activation, or by a claim whose answer
+	// was lost), so an empty fetch still reads the mailbox.
+	leftover bool
+}
+
+// fetchQueued asks ch's fetcher for one message for consumer id, of types (nil:
+// any type). It blocks until a claim has answered.
+func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
+	req := &fetchReq{id: id, types: types, reply: make(chan fetchReply, 1)}
+	f := &s.fetchers
+	f.mu.Lock()
+	if f.by == nil {
+		f.by = map[string]*channelFetch{}
+	}
+	cf := f.by[ch]
+	if cf == nil {
+		cf = &channelFetch{}
+		f.by[ch] = cf
+	}
+	cf.pending = append(cf.pending, req)
+	if cf.running {
+		f.mu.Unlock()
+		r := <-req.reply
+		if !r.lead {
+			return r
+		}
+		f.mu.Lock()
+	}
+	cf.running = true
+	batch := cf.pending
+	cf.pending = nil
+	f.mu.Unlock()
+
+	mine := s.claimFor(ch, batch, req)
+
+	f.mu.Lock()
+	if len(cf.pending) > 0 {
+		// One who asked during the claim runs the next.
+		cf.pending[0].reply <- fetchReply{lead: true}
+	} else {
+		cf.running = false
+		delete(f.by, ch)
+	}
+	f.mu.Unlock()
+	return mine
+}
+
+// claimFor runs the claims for batch, one per set of types asked for,
+// answers every request but self's, and returns self's answer.
+func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchReply {
+	groups := map[string][]*fetchReq{}
+	var order []string
+	for _, r := range batch {
+		k := "\x00"
+		if r.types != nil {
+			k = strings.Join(r.types, "\x00")
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var mine fetchReply
+	for _, k := range order {
+		for reqs := groups[k]; len(reqs) > 0; {
+			n := min(len(reqs), persistence.MaxQueueClaim)
+			part := reqs[:n]
+			reqs = reqs[n:]
+			ids := make([]string, len(part))
+			for i, r := range part {
+				ids[i] = r.id
+			}
+			qc, err := s.store.ClaimQueue(s.ctx, s.cfg.NodeID, ch, part[0].types, ids)
+			got := make(map[string]persistence.Message, len(qc.Messages))
+			for _, m := range qc.Messages {
+				got[m.Target] = m
+			}
+			for _, r := range part {
+				m, ok := got[r.id]
+				rep := fetchReply{m: m, ok: ok, more: qc.More, err: err}
+				if r == self {
+					mine = rep
+				} else {
+					r.reply <- rep
+				}
+			}
+		}
+	}
+	return mine
+}
+
+// fetchQueued serves the activation's one waited-for receive from its
+// channel's fetcher when it can: the receive is on a competing channel of
+// this instance, takes what it accepts by type alone (no sender or
+// payload filter, no prefetch), and the activation holds its lease and
+// has read its mailbox once. It reports whether the receive took a
+// message, and whether the mailbox must still be read (the fetch took
+// nothing and the queue, or the mailbox, may hold something for it).
+func (a *activation) fetchQueued(recv []*command) (took, read bool) {
+	c := a.fetchable(recv)
+	if c == nil {
+		return false, true
+	}
+	ch := c.recv.spec.Channel
+	r := a.sys.fetchQueued(ch, a.id, c.recv.accept().Types())
+	if r.err != nil {
+		// The claim may have committed unanswered: read the mailbox,
+		// where what it moved waits.
+		a.sys.log.Debug("fetch from queue failed; reading the mailbox", "instance", a.id, "channel", ch, "err", r.err)
+		a.fetch.leftover = true
+		return false, true
+	}
+	if !r.ok {
+		return false, r.more || a.fetch.leftover
+	}
+	a.consume(c, r.m, nil)
+	if r.more {
+		// More waiting than this consumer takes: wake the next.
+		a.sys.chainQueued(a, ch)
+	}
+	return true, false
+}
+
+// fetchable is the receive fetchQueued may serve, or nil.
+func (a *activation) fetchable(recv []*command) *command {
+	if !a.fetch.read || !a.leased.Load() || a.watchLinks() {
+		return nil
+	}
+	var c *command
+	for _, r := range recv {
+		if r.Done() {
+			continue
+		}
+		if c != nil {
+			return nil // several receives: the mailbox order decides
+		}
+		c = r
+	}
+	if c == nil {
+		return nil
+	}
+	sp := c.recv.spec
+	if !sp.HasChannel || sp.HasFrom || len(sp.Preds) > 0 || !a.competing[sp.Channel] || a.prefetch[sp.Channel] > 1 {
+		return nil
+	}
+	return c
+}
+
+// noteCompeting records whether the instance consumes channel
+// competitively.
+func (a *activation) noteCompeting(channel string, competing bool) {
+	if !competing {
+		delete(a.competing, channel)
+		return
+	}
+	if a.competing == nil {
+		a.competing = map[string]bool{}
+	}
+	a.competing[channel] = true
+}
+
+// noteMailRead is what a mailbox read (msgs, a page of limit) tells the
+// fetcher: the activation has read its mailbox, and whether messages
+// claimed for it may still wait there unseen.
+func (a *activation) noteMailRead(msgs []persistence.Message, limit int) {
+	if !a.fetch.read {
+		a.fetch.read, a.fetch.leftover = true, true
+	}
+	for _, m := range msgs {
+		if m.Target == a.id && a.competing[m.Channel] {
+			return // one is there: the next receive may take it
+		}
+	}
+	if len(msgs) < limit {
+		a.fetch.leftover = false
+	}
+}
