@@ -20,15 +20,13 @@ import (
 // Mailbox semantics (issue 3), checked against real SQLite files and, where it
 // matters, from the store's history rather than from what workflows return.
 
-// TestCompetingExactlyOnce: 8 competing consumers, 10,000 messages published
-// from 4 goroutines; the store's histories show every published message
-// consumed by exactly one consumer, none lost, none left.
+// TestCompetingExactlyOnce: 8 competing consumers, 2,000 messages (a soak,
+// NORN_TEST_SOAK=1: 10,000) published from 4 goroutines; the store's
+// histories show every published message consumed by exactly one consumer,
+// none lost, none left.
 func TestCompetingExactlyOnce(t *testing.T) {
 	const consumers, publishers = 8, 4
-	total := 10000
-	if testing.Short() {
-		total = 1000
-	}
+	total := testutil.Soak(t, 2000, 10000)
 	path := testutil.SQLitePath(t)
 	st := testutil.OpenSQLite(t, path)
 	consumer := actor.Workflow("consumer", func(ctx *actor.Context, _ int) (int, error) {

@@ -418,61 +418,70 @@ func checkWitness(t *testing.T, path string, seed uint64) {
 // TestPropertyKillAtEveryStep is the property test described at the top of
 // the file.
 func TestPropertyKillAtEveryStep(t *testing.T) {
-	dir := t.TempDir()
+	t.Parallel()
 	for _, seed := range propSeeds(t) {
-		ref, n := propRun(t, filepath.Join(dir, fmt.Sprintf("ref-%d.db", seed)), seed, true)
-		if len(ref) == 0 {
-			t.Fatalf("seed %d: the workflow observed nothing", seed)
-		}
-		kills := 0
-		// k is the history length to kill at; a step can commit several
-		// events, so the next k is one past where the last kill happened.
-		// Every other time the node that finishes the instance runs the
-		// next release, which dropped the Version calls: it must replay the
-		// recorded markers and see everything else the same.
-		for k := int64(1); k < n; {
-			db := filepath.Join(dir, fmt.Sprintf("seed-%d-k-%d.db", seed, k))
-			at := propKill(t, db, seed, k, n)
-			drop := kills%2 == 1
-			want := ref
-			if drop {
-				want = withoutVersions(ref)
-			}
-			got, _ := propRunCode(t, db, seed, false, drop)
-			if d := firstDiff(want, got); d >= 0 {
-				t.Fatalf("seed %d, killed at %d events (asked %d), finished by code without Version calls: %v: observation %d differs\n  reference: %s\n  after kill: %s\nreference: %q\nafter kill: %q",
-					seed, at, k, drop, d, nth(want, d), nth(got, d), want, got)
-			}
-			kills++
-			k = max(at, k) + 1
-		}
-		// Then once more on one file, killed at every boundary in turn: each
-		// process replays what the ones before it recorded and adds a step.
-		db := filepath.Join(dir, fmt.Sprintf("seed-%d-chain.db", seed))
-		chain := 0
-		for k := int64(1); k < n; chain++ {
-			k = max(propKill(t, db, seed, k, n), k) + 1
-		}
-		got, _ := propRun(t, db, seed, false)
-		if d := firstDiff(ref, got); d >= 0 {
-			t.Fatalf("seed %d, killed %d times in a row: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
-				seed, chain, d, nth(ref, d), nth(got, d), ref, got)
-		}
-		// Last, killed inside every witness activity in turn, after its
-		// effect and before its result is recorded.
-		db = filepath.Join(dir, fmt.Sprintf("seed-%d-witness.db", seed))
-		witnessKills := 0
-		for propChild(t, db, seed, n+1<<20, true) != "DONE" {
-			witnessKills++
-		}
-		got, _ = propRun(t, db, seed, false)
-		if d := firstDiff(ref, got); d >= 0 {
-			t.Fatalf("seed %d, killed in %d witness activities: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
-				seed, witnessKills, d, nth(ref, d), nth(got, d), ref, got)
-		}
-		t.Logf("seed %d: %d observations, %d history events, %d kill points, then %d kills in a row, %d inside activities",
-			seed, len(ref), n, kills, chain, witnessKills)
+		// The seeds are independent: each has its own files.
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			t.Parallel()
+			propertyKillAtEveryStep(t, seed)
+		})
 	}
+}
+
+func propertyKillAtEveryStep(t *testing.T, seed uint64) {
+	dir := t.TempDir()
+	ref, n := propRun(t, filepath.Join(dir, fmt.Sprintf("ref-%d.db", seed)), seed, true)
+	if len(ref) == 0 {
+		t.Fatalf("seed %d: the workflow observed nothing", seed)
+	}
+	kills := 0
+	// k is the history length to kill at; a step can commit several
+	// events, so the next k is one past where the last kill happened.
+	// Every other time the node that finishes the instance runs the
+	// next release, which dropped the Version calls: it must replay the
+	// recorded markers and see everything else the same.
+	for k := int64(1); k < n; {
+		db := filepath.Join(dir, fmt.Sprintf("seed-%d-k-%d.db", seed, k))
+		at := propKill(t, db, seed, k, n)
+		drop := kills%2 == 1
+		want := ref
+		if drop {
+			want = withoutVersions(ref)
+		}
+		got, _ := propRunCode(t, db, seed, false, drop)
+		if d := firstDiff(want, got); d >= 0 {
+			t.Fatalf("seed %d, killed at %d events (asked %d), finished by code without Version calls: %v: observation %d differs\n  reference: %s\n  after kill: %s\nreference: %q\nafter kill: %q",
+				seed, at, k, drop, d, nth(want, d), nth(got, d), want, got)
+		}
+		kills++
+		k = max(at, k) + 1
+	}
+	// Then once more on one file, killed at every boundary in turn: each
+	// process replays what the ones before it recorded and adds a step.
+	db := filepath.Join(dir, fmt.Sprintf("seed-%d-chain.db", seed))
+	chain := 0
+	for k := int64(1); k < n; chain++ {
+		k = max(propKill(t, db, seed, k, n), k) + 1
+	}
+	got, _ := propRun(t, db, seed, false)
+	if d := firstDiff(ref, got); d >= 0 {
+		t.Fatalf("seed %d, killed %d times in a row: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
+			seed, chain, d, nth(ref, d), nth(got, d), ref, got)
+	}
+	// Last, killed inside every witness activity in turn, after its
+	// effect and before its result is recorded.
+	db = filepath.Join(dir, fmt.Sprintf("seed-%d-witness.db", seed))
+	witnessKills := 0
+	for propChild(t, db, seed, n+1<<20, true) != "DONE" {
+		witnessKills++
+	}
+	got, _ = propRun(t, db, seed, false)
+	if d := firstDiff(ref, got); d >= 0 {
+		t.Fatalf("seed %d, killed in %d witness activities: observation %d differs\n  reference: %s\n  after kills: %s\nreference: %q\nafter kills: %q",
+			seed, witnessKills, d, nth(ref, d), nth(got, d), ref, got)
+	}
+	t.Logf("seed %d: %d observations, %d history events, %d kill points, then %d kills in a row, %d inside activities",
+		seed, len(ref), n, kills, chain, witnessKills)
 }
 
 // propKill runs the instance in a child process on db until its history

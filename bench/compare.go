@@ -17,25 +17,26 @@ const compareRows = 50000
 // rawBaseline measures the raw write rate of history-shaped rows on t's
 // kind of store, next to its data: the yardstick -compare divides by, so
 // that a machine busy with other work slows both sides of the ratio.
-func rawBaseline(ctx context.Context, t target, batch int) (baselineResult, error) {
+func rawBaseline(ctx context.Context, t target, rows, batch int) (baselineResult, error) {
 	if t.postgres() {
-		return pgBaseline(ctx, t.url, compareRows, 5, batch)
+		return pgBaseline(ctx, t.url, rows, 5, batch)
 	}
 	dir := os.TempDir()
 	if p := t.sqlitePath(); p != "" {
 		dir = filepath.Dir(p)
 	}
-	return sqliteBaseline(ctx, filepath.Join(dir, "norn-bench-baseline-"+runID()+".db"), compareRows, 5, batch)
+	return sqliteBaseline(ctx, filepath.Join(dir, "norn-bench-baseline-"+runID()+".db"), rows, 5, batch)
 }
 
-// withBaseline adds the raw rate measured right after a run to its
-// metrics (a chain run has measured one of its own already).
-func withBaseline(ctx context.Context, res *result, t target, batch int, progress io.Writer) {
+// withBaseline adds the raw rate of rows rows (compareRows in a -compare
+// run) measured right after a run to its metrics (a chain run has measured
+// one of its own already).
+func withBaseline(ctx context.Context, res *result, t target, rows, batch int, progress io.Writer) {
 	if res.Err != nil || res.Metrics["baseline_rows_per_s"] > 0 {
 		return
 	}
-	fmt.Fprintf(progress, "  [%s] raw baseline: %d history rows\n", t.label, compareRows)
-	base, err := rawBaseline(ctx, t, batch)
+	fmt.Fprintf(progress, "  [%s] raw baseline: %d history rows\n", t.label, rows)
+	base, err := rawBaseline(ctx, t, rows, batch)
 	if err != nil {
 		fmt.Fprintf(progress, "  [%s] raw baseline failed: %v\n", t.label, err)
 		return

@@ -299,7 +299,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "%s on %s ...\n", w.name, t.label)
 			res := runOne(ctx, w, o, t, os.Stderr)
 			if *compare {
-				withBaseline(ctx, &res, t, size(5000, o.BaselineBatch), os.Stderr)
+				withBaseline(ctx, &res, t, compareRows, size(5000, o.BaselineBatch), os.Stderr)
 			}
 			if res.Err != nil {
 				failed = true

@@ -18,10 +18,14 @@ func SQLitePath(tb testing.TB) string {
 	return filepath.Join(tb.TempDir(), "norn.db")
 }
 
-// OpenSQLite opens a store at path and closes it when the test ends.
+// OpenSQLite opens a store at path and closes it when the test ends. It
+// commits with synchronous=NORMAL: a commit survives the crash of any
+// process (what the runtime's tests kill), only not a power cut, and the
+// tests do not wait for the disk at each commit. The driver's own tests
+// (persistence/sqlite) keep the default, FULL.
 func OpenSQLite(tb testing.TB, path string) *sqlite.Store {
 	tb.Helper()
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Synchronous: sqlite.Normal})
 	if err != nil {
 		tb.Fatalf("open sqlite %s: %v", path, err)
 	}

@@ -418,7 +418,14 @@ func (s *server) start() error {
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories="+s.baseDir,
 		"-c", "max_connections=200",
-		"-c", "fsync=on",
+		// A throw-away server needs no durability against a power cut or an
+		// OS crash: skipping the flushes to disk keeps the tests from
+		// waiting on the disk. Committed data still survives the server's
+		// own restarts (RestartPostgres stops it with a fast shutdown,
+		// which writes everything out first).
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
 		"-c", "logging_collector=off",
 		"-c", "log_min_messages=warning",
 	)

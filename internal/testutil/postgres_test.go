@@ -149,6 +149,24 @@ func TestPostgresAdminURL(t *testing.T) {
 	}
 }
 
+// TestThrowAwayServerSkipsFlushes: the throw-away server does not wait on
+// the disk (the suite's PostgreSQL tests would take longer otherwise).
+func TestThrowAwayServerSkipsFlushes(t *testing.T) {
+	if os.Getenv(testutil.PostgresURLEnv) != "" {
+		t.Skipf("%s is set: the server is not the throw-away one", testutil.PostgresURLEnv)
+	}
+	conn := connect(t, testutil.PostgresAdminURL(t))
+	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes"} {
+		var v string
+		if err := conn.QueryRow(context.Background(), "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != "off" {
+			t.Errorf("%s = %s, want off", name, v)
+		}
+	}
+}
+
 func TestRestartPostgresKeepsData(t *testing.T) {
 	ctx := context.Background()
 	url := testutil.PostgresURL(t)

@@ -28,7 +28,8 @@ import (
 	"github.com/nornlabs/norn/persistence"
 )
 
-// Factory opens a fresh, empty store for one test; it registers its own cleanup.
+// Factory opens a fresh, empty store for one test; it registers its own
+// cleanup. The suite's cases run in parallel, so it is called concurrently.
 type Factory func(t *testing.T) persistence.Store
 
 // Run runs the whole suite against stores made by open.
@@ -105,6 +106,8 @@ func Run(t *testing.T, open Factory) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own store: they run side by side.
+			t.Parallel()
 			tc.fn(t, open(t))
 		})
 	}

@@ -81,9 +81,14 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-func TestChaosSQLite(t *testing.T) { short(t, "", 1) }
+// The four runs are independent (each has its own store and directory).
+func TestChaosSQLite(t *testing.T) {
+	t.Parallel()
+	short(t, "", 1)
+}
 
 func TestChaosPostgres(t *testing.T) {
+	t.Parallel()
 	short(t, testutil.PostgresURL(t), 2) // skips when no PostgreSQL is available
 }
 
@@ -126,8 +131,12 @@ func shortTx(t *testing.T, store string, workers int) {
 	}
 }
 
-func TestChaosTxSQLite(t *testing.T) { shortTx(t, "", 1) }
+func TestChaosTxSQLite(t *testing.T) {
+	t.Parallel()
+	shortTx(t, "", 1)
+}
 
 func TestChaosTxPostgres(t *testing.T) {
+	t.Parallel()
 	shortTx(t, testutil.PostgresURL(t), 2) // skips when no PostgreSQL is available
 }
