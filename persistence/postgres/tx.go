@@ -311,7 +311,11 @@ func (b *txRun) finish(start time.Time) {
 		if err != nil || len(b.members) == 0 {
 			_ = b.otx.Rollback(ctx) // a failed rollback closes the connection
 		}
-		s.observe(len(b.members), start, err)
+		if len(b.members) > 0 || err != nil {
+			// A transaction with no step to commit (its functions all
+			// failed) was rolled back: nothing to report.
+			s.observe(len(b.members), start, err)
+		}
 	}
 	var woken []string
 	for _, m := range b.members {
