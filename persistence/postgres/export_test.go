@@ -15,3 +15,6 @@ var ModeCheckSQL = struct{ Subscribe, Direct string }{statements[sqlSubscribeChe
 
 // QueuedTx is how many transactional steps wait for a writer.
 func QueuedTx(st *Store) int { return len(st.txReqs) }
+
+// RunnableSQL is Runnable's query for every bucket ($1 the limit).
+var RunnableSQL = statements[sqlRunnable]

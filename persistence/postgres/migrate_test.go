@@ -311,7 +311,7 @@ func TestNoInstanceIndexHoldsUpdatedAt(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(live) != 1 || live[0] != "norn.instances_bucket_live" {
-		t.Errorf("indexes of the live instances = %v, want [norn.instances_bucket_live]", live)
+	if len(live) != 1 || live[0] != "norn.instances_unsettled" {
+		t.Errorf("indexes of the live instances = %v, want [norn.instances_unsettled]", live)
 	}
 }

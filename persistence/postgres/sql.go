@@ -110,15 +110,47 @@ const (
 	sqlDueTimersIn   = "norn_due_timers_in"
 )
 
-// runnableSQL is the rest of Runnable's query after the status (and
-// bucket) condition; $1 is the limit.
-const runnableSQL = `
-		AND (lease_owner IS NULL OR lease_expires < (SELECT ` + serverNowNS + `))
-		AND (status <> 'waiting' OR lease_owner IS NOT NULL OR cancel_reason <> ''
-			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
-			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = i.id AND s.mode = 'competing'))
-		ORDER BY updated_at LIMIT $1::bigint`
+// runnableSQL is Runnable's query; $1 is the limit, and bucket the
+// condition on instance i's bucket ("" for every bucket). It reads three
+// sources, none of which grows with the instances parked in the store:
+//   - instances_unsettled: running, compensating, or waiting under a
+//     lease or with a cancel request (its predicate is repeated here);
+//   - the distinct targets of waiting messages, one index probe each (a
+//     loose scan of messages_target: a backlog of many messages to one
+//     instance costs one probe);
+//   - the subscribers, in competing mode, of channels with queued messages
+//     (a loose scan of messages_queue).
+//
+// The last two take at most $1 instances each, so a broadcast that left
+// mail for a million parked instances costs a pass $1 of them.
+func runnableSQL(bucket string) string {
+	free := `(i.lease_owner IS NULL OR i.lease_expires < (SELECT ns FROM now))` + bucket
+	return `WITH RECURSIVE now(ns) AS (SELECT ` + serverNowNS + `),
+	mail(id) AS (
+		SELECT min(target) FROM messages WHERE target IS NOT NULL
+		UNION ALL
+		SELECT (SELECT min(target) FROM messages WHERE target > mail.id) FROM mail WHERE mail.id IS NOT NULL
+	),
+	queued(channel) AS (
+		SELECT min(channel) FROM messages WHERE target IS NULL
+		UNION ALL
+		SELECT (SELECT min(channel) FROM messages WHERE target IS NULL AND channel > queued.channel)
+		FROM queued WHERE queued.channel IS NOT NULL
+	)
+	SELECT id FROM (
+		SELECT i.id, i.updated_at FROM instances i
+		WHERE (status IN ('running', 'compensating') OR (status = 'waiting' AND (lease_owner IS NOT NULL OR cancel_reason <> '')))
+			AND ` + free + `
+		UNION
+		(SELECT i.id, i.updated_at FROM mail JOIN instances i ON i.id = mail.id
+		WHERE i.status = 'waiting' AND ` + free + ` LIMIT $1::bigint)
+		UNION
+		(SELECT i.id, i.updated_at FROM queued
+			JOIN subscriptions s ON s.channel = queued.channel AND s.mode = 'competing'
+			JOIN instances i ON i.id = s.instance_id
+		WHERE i.status = 'waiting' AND ` + free + ` LIMIT $1::bigint)
+	) r ORDER BY updated_at LIMIT $1::bigint`
+}
 
 var statements = map[string]string{
 	sqlClaimQueue: claimQueueSQL,
@@ -385,11 +417,9 @@ var statements = map[string]string{
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
 	// $1 limit. The server's clock, read once (InitPlan), decides which
 	// leases expired.
-	sqlRunnable: `SELECT id FROM instances i
-		WHERE status IN ('running', 'waiting', 'compensating')` + runnableSQL,
+	sqlRunnable: runnableSQL(""),
 	// $1 limit, $2 buckets.
-	sqlRunnableIn: `SELECT id FROM instances i
-		WHERE status IN ('running', 'waiting', 'compensating') AND bucket = ANY($2::integer[])` + runnableSQL,
+	sqlRunnableIn: runnableSQL(" AND i.bucket = ANY($2::integer[])"),
 	// Each queue the instance consumes is read by its own index range
 	// (LATERAL): a join ordered across them would sort the whole queue.
 	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (

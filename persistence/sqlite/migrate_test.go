@@ -380,7 +380,7 @@ func TestNoInstanceIndexHoldsUpdatedAt(t *testing.T) {
 		}
 		live = append(live, name)
 	}
-	if len(live) != 1 || live[0] != "instances_bucket_live" {
-		t.Errorf("indexes of the live instances = %v, want [instances_bucket_live]", live)
+	if len(live) != 1 || live[0] != "instances_unsettled" {
+		t.Errorf("indexes of the live instances = %v, want [instances_unsettled]", live)
 	}
 }

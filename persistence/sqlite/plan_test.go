@@ -56,10 +56,11 @@ func TestInstanceWritesBuildNoTemporaryTable(t *testing.T) {
 	}
 }
 
-// Runnable reads only live instances, by an index: their partial index
-// with a bucket set, and that or the status index (one range per live
-// status) without.
-func TestRunnableReadsLiveIndex(t *testing.T) {
+// Runnable reads no instance by status (the waiting ones are every
+// parked instance): the instances it reads come from instances_unsettled,
+// or are looked up by ID from the targets of waiting messages and the
+// competing subscribers of queued channels.
+func TestRunnableReadsNoParkedInstance(t *testing.T) {
 	st, err := Open(context.Background(), filepath.Join(t.TempDir(), "norn.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +68,14 @@ func TestRunnableReadsLiveIndex(t *testing.T) {
 	defer st.Close()
 	for _, buckets := range [][]int{nil, {1, 5}} {
 		plan := QueryPlan(t, st.r, runnableSQL(buckets), 0, 10)
-		ok := len(plan) > 0 && (strings.Contains(plan[0], "instances_bucket_live") ||
-			buckets == nil && strings.Contains(plan[0], "(status=?)"))
-		if !ok {
-			t.Errorf("buckets %v: plan %q does not start with an index of live instances", buckets, plan)
+		text := strings.Join(plan, "\n")
+		if !strings.Contains(text, "SEARCH i USING INDEX instances_unsettled") && !strings.Contains(text, "SCAN i USING INDEX instances_unsettled") {
+			t.Errorf("buckets %v: plan does not read instances_unsettled:\n%s", buckets, text)
+		}
+		for _, step := range plan {
+			if strings.Contains(step, " i ") && !strings.Contains(step, "instances_unsettled") && !strings.Contains(step, "(id=?)") {
+				t.Errorf("buckets %v: plan reads instances by %q:\n%s", buckets, step, text)
+			}
 		}
 	}
 }

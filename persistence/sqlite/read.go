@@ -142,21 +142,56 @@ func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]strin
 	return out, nil
 }
 
-// runnableSQL is Runnable's query, reading instances_bucket_live.
+// runnableSQL is Runnable's query; ?1 is the time now, ?2 the limit. It
+// reads three sources, none of which grows with the instances parked in
+// the file:
+//   - instances_unsettled: running, compensating, or waiting under a
+//     lease or with a cancel request (unsettledPredicate);
+//   - the distinct targets of waiting messages, one index probe each (a
+//     loose scan of messages_target: a backlog of many messages to one
+//     instance costs one probe);
+//   - the subscribers, in competing mode, of channels with queued messages
+//     (a loose scan of messages_queue).
+//
+// The last two take at most ?2 instances each, so a broadcast that left
+// mail for a million parked instances costs a pass ?2 of them. The index
+// and the join order are fixed (INDEXED BY, CROSS JOIN): without
+// statistics SQLite would read the waiting instances by status instead.
 func runnableSQL(buckets []int) string {
-	return `SELECT id FROM instances i
-		WHERE ` + livePredicate + bucketFilter(buckets) + `
-		AND (lease_owner IS NULL OR lease_expires < ?1)
-		AND (status != 'waiting' OR lease_owner IS NOT NULL OR cancel_reason != ''
-			OR EXISTS (SELECT 1 FROM messages m WHERE m.target = i.id)
-			OR EXISTS (SELECT 1 FROM subscriptions s JOIN messages m ON m.channel = s.channel AND m.target IS NULL
-				WHERE s.instance_id = i.id AND s.mode = 'competing'))
-		ORDER BY updated_at LIMIT ?2`
+	free := `(i.lease_owner IS NULL OR i.lease_expires < ?1)` + strings.ReplaceAll(bucketFilter(buckets), "bucket", "i.bucket")
+	return `WITH RECURSIVE mail(id) AS (
+		SELECT min(target) FROM messages WHERE target IS NOT NULL
+		UNION ALL
+		SELECT (SELECT min(target) FROM messages WHERE target > mail.id) FROM mail WHERE mail.id IS NOT NULL
+	),
+	queued(channel) AS (
+		SELECT min(channel) FROM messages WHERE target IS NULL
+		UNION ALL
+		SELECT (SELECT min(channel) FROM messages WHERE target IS NULL AND channel > queued.channel)
+		FROM queued WHERE queued.channel IS NOT NULL
+	)
+	SELECT id FROM (
+		SELECT i.id, i.updated_at FROM instances i INDEXED BY instances_unsettled
+		WHERE ` + unsettledPredicate + ` AND ` + free + `
+		UNION
+		SELECT * FROM (SELECT i.id, i.updated_at FROM mail CROSS JOIN instances i ON i.id = mail.id
+			WHERE i.status = 'waiting' AND ` + free + ` LIMIT ?2)
+		UNION
+		SELECT * FROM (SELECT i.id, i.updated_at FROM queued
+			CROSS JOIN subscriptions s ON s.channel = queued.channel AND s.mode = 'competing'
+			CROSS JOIN instances i ON i.id = s.instance_id
+			WHERE i.status = 'waiting' AND ` + free + ` LIMIT ?2)
+	) ORDER BY updated_at LIMIT ?2`
 }
 
-// livePredicate is word for word the predicate of the partial index
-// instances_bucket_live (migration 0013): SQLite uses a partial index only
+// unsettledPredicate is word for word the predicate of the partial index
+// instances_unsettled (migration 0016): SQLite uses a partial index only
 // for a query that repeats its predicate.
+const unsettledPredicate = `(status = 'running' OR status = 'compensating' OR (status = 'waiting' AND (lease_owner IS NOT NULL OR cancel_reason != '')))`
+
+// livePredicate is "the instance is live", as three comparisons: SQLite
+// evaluates an IN list of three or more constants through a temporary
+// table it builds each time.
 const livePredicate = `(status = 'running' OR status = 'waiting' OR status = 'compensating')`
 
 // bucketFilter is the condition " AND bucket IN (...)" for a non-empty
