@@ -32,13 +32,19 @@
 //
 // Apply queues its step for one of Options.Writers writer goroutines (4 by
 // default). A writer takes every step queued while it was busy (up to
-// Options.MaxBatch) and sends them to the server as one pipeline: BEGIN, each
-// step between SAVEPOINT and RELEASE, COMMIT — one round trip and one commit
-// for the whole batch. Each step's conditions (the lease epoch, the history
-// sequence, a message still being there, ...) are checked inside its own
-// statements, which raise an error when they fail; the pipeline then stops at
-// that step, the writer rolls back to the step's savepoint, settles it (with
-// the error persistence.Step specifies) and sends the rest of the batch.
+// Options.MaxBatch) and sends them to the server as one pipeline: BEGIN, the
+// steps, COMMIT — one round trip and one commit for the whole batch. Each
+// step's conditions (the lease epoch, the history sequence, a message still
+// being there, ...) are checked inside its own statements, which raise an
+// error when they fail. A step that may fail in the normal course of things
+// (a creation whose ID may be taken, a subscription, a claim, a message that
+// must be delivered or is deduplicated) runs between SAVEPOINT and RELEASE:
+// when it fails the pipeline stops there, the writer rolls back to the
+// step's savepoint, settles it (with the error persistence.Step specifies)
+// and sends the rest of the batch. Any other step failing (a lost lease, a
+// lost lock conflict) takes the transaction with it: the writer runs the
+// batch again with every step in a savepoint, as it does the next few
+// batches.
 // Writers run in parallel on their own connections; steps in a batch are
 // ordered by instance ID so batches lock rows in the same order.
 //

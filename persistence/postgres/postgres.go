@@ -152,7 +152,10 @@ type Store struct {
 	// (see ListenOutbox).
 	outboxChannel string
 
-	chanLocks, instLocks int32 // advisory lock spaces, see lockSpace
+	chanLocks, instLocks, instBucketLocks int32 // advisory lock spaces, see lockSpace
+	// guarded counts down the batches that put every step in a savepoint
+	// (see guardedBatches).
+	guarded atomic.Int32
 
 	// observers learn of commits besides opts.Commits (ObserveCommits).
 	observers persistence.CommitObservers
@@ -256,18 +259,21 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	s := &Store{
-		opts:         opts,
-		target:       target,
-		pool:         pool,
-		listen:       listen,
-		origin:       hex.EncodeToString(rnd[:]),
-		channel:      opts.Schema + "_wake",
-		chanLocks:    lockSpace(opts.Schema, "channel"),
-		instLocks:    lockSpace(opts.Schema, "instance"),
-		reqs:         make(chan *writeReq, 4096),
-		txReqs:       make(chan *txReq, 1024),
-		wake:         make(chan []string, 1024),
-		notifierDone: make(chan struct{}),
+		opts:      opts,
+		target:    target,
+		pool:      pool,
+		listen:    listen,
+		origin:    hex.EncodeToString(rnd[:]),
+		channel:   opts.Schema + "_wake",
+		chanLocks: lockSpace(opts.Schema, "channel"),
+		instLocks: lockSpace(opts.Schema, "instance"),
+		// A new space: before, instance locks were their buckets, in the
+		// space of instLocks.
+		instBucketLocks: lockSpace(opts.Schema, "instance-bucket"),
+		reqs:            make(chan *writeReq, 4096),
+		txReqs:          make(chan *txReq, 1024),
+		wake:            make(chan []string, 1024),
+		notifierDone:    make(chan struct{}),
 	}
 	s.outboxChannel = opts.Schema + "_outbox"
 	s.closeCtx, s.stop = context.WithCancel(context.Background())

@@ -484,15 +484,30 @@ func TestModeRaceAcrossStores(t *testing.T) {
 }
 
 // A message sent while its target ends either is dropped with the target's
-// mailbox or is not delivered at all: it never outlives the target.
+// mailbox or is not delivered at all: it never outlives the target. That
+// holds for steps that send to a few instances and for steps that send to
+// so many that they lock the instances' buckets instead.
 func TestSendRacesEnd(t *testing.T) {
 	url := testutil.PostgresURL(t)
 	a, b := openURL(t, url, postgres.Options{}), openURL(t, url, postgres.Options{})
-	const n = 60
+	const n = 160
 	for i := range n {
 		create(t, a, fmt.Sprint("t", i))
 	}
 	var wg sync.WaitGroup
+	for j := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var all []persistence.NewMessage
+			for i := range n {
+				all = append(all, persistence.NewMessage{ID: fmt.Sprint("all-", j, "-", i), Target: fmt.Sprint("t", i)})
+			}
+			if _, err := b.Apply(bg, persistence.Step{Send: all}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
 	for i := range n {
 		id := fmt.Sprint("t", i)
 		wg.Add(2)

@@ -60,14 +60,27 @@ func (c *compiler) add(o op) {
 // lock records an advisory lock the step needs (see batchLocks).
 func (c *compiler) lock(exclusive bool, space int32, name string) {
 	k := lockKey{space, lockHash(name)}
-	if space == c.s.instLocks {
-		// Instances share a bounded set of locks, so that a step
-		// sending to thousands of them does not fill PostgreSQL's lock
-		// table; an instance ending blocks sends to its bucket-mates
-		// for a moment, which is rare and harmless.
-		k.key = int32(uint32(k.key) % instLockBuckets)
-	}
 	c.r.locks[k] = c.r.locks[k] || exclusive
+}
+
+// lockSend orders a send to target against the target's end: the end of
+// an instance holds its own lock exclusively, a send holds it shared. See
+// instanceLocks for how a batch with many targets locks their buckets
+// instead.
+func (c *compiler) lockSend(target string) {
+	k := lockKey{c.s.instLocks, lockHash(target)}
+	c.r.locks[k] = c.r.locks[k] || false
+}
+
+// lockEnd is the end's side of lockSend: its instance's lock exclusively,
+// and its bucket's shared, against a batch that locks the bucket
+// exclusively instead of its targets one by one. Ends of different
+// instances do not wait for one another.
+func (c *compiler) lockEnd(id string) {
+	k := lockKey{c.s.instLocks, lockHash(id)}
+	c.r.locks[k] = true
+	b := instBucketLock(c.s, k.key)
+	c.r.locks[b] = c.r.locks[b] || false
 }
 
 // create inserts the new instance; if the ID is taken, nothing of the step
@@ -341,7 +354,7 @@ func (c *compiler) sendDirect(m *persistence.NewMessage, meta any, at time.Time)
 	// Shared, against the exclusive lock a step ending the target
 	// takes: the message either lands before the target's mailbox
 	// is dropped (and is dropped with it) or sees the target ended.
-	c.lock(false, c.s.instLocks, m.Target)
+	c.lockSend(m.Target)
 	r, target := c.r, m.Target
 	if m.MustDeliver {
 		c.add(op{label: "send", name: sqlTargetCheck, args: []any{target},
@@ -424,7 +437,7 @@ func (c *compiler) end() {
 	if !c.step.Status.Terminal() {
 		return
 	}
-	c.lock(true, c.s.instLocks, c.id)
+	c.lockEnd(c.id)
 	c.add(op{label: "release ended instance", name: sqlEndInstance, args: []any{c.id}})
 	c.unclaim("")
 	c.add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{c.id}})

@@ -349,7 +349,7 @@ func (s *Store) applyInTx(ctx context.Context, conn *pgxpool.Conn, step persiste
 		if shared {
 			ops = append(ops, ctl(sqlStepLockWait))
 		}
-		if l, ok := batchLocks([]*writeReq{r}); ok {
+		if l, ok := batchLocks(s, []*writeReq{r}); ok {
 			ops = append(ops, l)
 		}
 		ops = append(ops, r.ops...)

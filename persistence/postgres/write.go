@@ -31,13 +31,35 @@ type writeReq struct {
 	ops   []op             // the step compiled for the current attempt
 	locks map[lockKey]bool // advisory locks it needs: exclusive or shared
 	retry bool             // the step lost a conflict and is worth another attempt
+	// savepoint: in a batch of several, the step runs in a savepoint of
+	// its own (see mayFail).
+	savepoint bool
 	// used marks the Dedupe messages of step.Send (by index) whose ID
 	// turned out to be used: they are left out from then on.
 	used map[int]bool
 }
 
-// instLockBuckets is how many advisory locks instances share (see compile).
-const instLockBuckets = 1024
+// Instance locks. A step that ends an instance holds that instance's
+// advisory lock exclusively and a step that sends to it holds it shared,
+// so that no message lands in the mailbox of an instance that ended
+// meanwhile, while the ends of different instances never wait for one
+// another (they did when instances shared 1,024 locks: two batches of ends
+// almost always met on one, and the writers took turns).
+//
+// A batch that sends to more than instLockExactMax instances would hold as
+// many locks, more than PostgreSQL's lock table is sized for. It locks
+// their buckets instead (instBuckets of them), exclusively; an end also
+// holds its bucket's lock shared, so it still waits for such a batch, and
+// such batches wait for each other only when they share a bucket.
+const (
+	instLockExactMax = 128
+	instBuckets      = 1024
+)
+
+// instBucketLock is the bucket lock of the instance whose lock key is key.
+func instBucketLock(s *Store, key int32) lockKey {
+	return lockKey{s.instBucketLocks, int32(uint32(key) % instBuckets)}
+}
 
 // lockKey names a two-key advisory lock.
 type lockKey struct{ space, key int32 }
@@ -56,7 +78,7 @@ func lockHash(name string) int32 {
 // would be held by early steps while later ones wait, and two batches could
 // wait for each other; PostgreSQL would find the deadlock only after
 // deadlock_timeout, for each step that hits one.
-func batchLocks(batch []*writeReq) (op, bool) {
+func batchLocks(s *Store, batch []*writeReq) (op, bool) {
 	all := map[lockKey]bool{}
 	for _, r := range batch {
 		if len(r.ops) == 0 {
@@ -68,6 +90,22 @@ func batchLocks(batch []*writeReq) (op, bool) {
 	}
 	if len(all) == 0 {
 		return op{}, false
+	}
+	// Too many sends' instance locks: their buckets' instead (see
+	// instLockExactMax).
+	sends := 0
+	for k, x := range all {
+		if k.space == s.instLocks && !x {
+			sends++
+		}
+	}
+	if sends > instLockExactMax {
+		for k, x := range all {
+			if k.space == s.instLocks && !x {
+				delete(all, k)
+				all[instBucketLock(s, k.key)] = true
+			}
+		}
 	}
 	keys := make([]lockKey, 0, len(all))
 	for k := range all {
@@ -227,17 +265,22 @@ func stepKey(st persistence.Step) string {
 
 // runTx applies batch in one transaction and sets every request's outcome.
 //
-// The whole batch goes to the server as one pipeline: BEGIN, each step
-// between SAVEPOINT and RELEASE (when the batch has several), COMMIT. Every
-// condition a step depends on is checked by the statement itself (norn_check
-// raises), so a failing step stops the pipeline at its own statement; the
-// steps before it stand, and a second pipeline rolls back to the failed
-// step's savepoint, runs whatever decides its outcome (a diagnosis) and goes
-// on with the steps after it. A batch costs one round trip, plus one per
-// failed step. It returns the error that failed the whole transaction, if
+// The whole batch goes to the server as one pipeline: BEGIN, the steps
+// (when the batch has several, those that may fail between SAVEPOINT and
+// RELEASE, see mayFail), COMMIT. Every condition a step depends on is
+// checked by the statement itself (norn_check raises), so a failing step
+// stops the pipeline at its own statement. If it had a savepoint, the steps
+// before it stand, and a second pipeline rolls back to the failed step's
+// savepoint, runs whatever decides its outcome (a diagnosis) and goes on
+// with the steps after it; if not, the batch runs again, every step in a
+// savepoint. A batch costs one round trip, plus one per failed step. It returns the error that failed the whole transaction, if
 // one did (steps that failed on their own do not count).
 func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) error {
 	multi := len(batch) > 1
+	guarded := s.guarded.Load() > 0
+	if guarded {
+		s.guarded.Add(-1)
+	}
 	var sql int
 	// A batch that emits wakes the relayers of other processes with a
 	// NOTIFY in its own transaction: delivered at the commit, and never
@@ -251,16 +294,17 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	for _, r := range batch {
 		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
 		r.ops = s.compile(r)
+		r.savepoint = multi && (guarded || mayFail(&r.step))
 		sql += len(r.ops)
 		notify = notify || len(r.step.Emit) > 0
 	}
 	if sql == 0 {
 		return nil // nothing to write: empty steps, or only known duplicates to send
 	}
-	pre := beginOps(batch)
+	pre := s.beginOps(batch)
 	next := 0
 	for {
-		ops := s.pipeline(batch[next:], pre, multi, notify)
+		ops := s.pipeline(batch[next:], pre, notify)
 		failAt, err := runOps(ctx, conn, ops)
 		if err == nil {
 			return nil // committed
@@ -292,6 +336,20 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		}
 
 		r := o.req
+		if multi && !r.savepoint {
+			// A step without a savepoint failed, and the transaction with
+			// it: apply the whole batch again, every step in a savepoint,
+			// as the next few batches will be.
+			s.guarded.Store(guardedBatches)
+			for _, x := range batch {
+				x.res, x.err, x.retry = persistence.StepResult{}, nil, false
+				x.ops = s.compile(x)
+				x.savepoint = true
+			}
+			next = 0
+			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
+			continue
+		}
 		follow := stepFailed(&o, err, pe)
 		for i, x := range batch {
 			if x == r {
@@ -313,7 +371,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			}
 			// Without a savepoint the transaction goes; the same pipeline
 			// starts the next one.
-			pre = append([]op{ctl(sqlRollback)}, beginOps(batch)...)
+			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
 		case multi:
 			pre = []op{ctl(sqlRollbackTo), ctl(sqlRelease)}
 			if follow != nil {
@@ -328,32 +386,58 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	}
 }
 
+// Savepoints. In a batch of several steps, a step that may fail in the
+// normal course of things runs in a savepoint of its own, so that its
+// failure rolls back only itself: a creation (the ID may be taken), a
+// subscription (a mode conflict), a claim, a message that must be
+// delivered or carries an ID to deduplicate. Every other step (an instance
+// appending to its history, consuming its mail, sending, ending) fails
+// only when something is wrong for the whole batch to see (a lost lease, a
+// lost lock conflict), and saves the two statements: if one does fail,
+// the transaction goes, and the batch runs again with every step in a
+// savepoint, as do the guardedBatches batches after it.
+const guardedBatches = 16
+
+// mayFail reports whether a step may fail in the normal course of things
+// (see guardedBatches).
+func mayFail(st *persistence.Step) bool {
+	if st.Create != nil || len(st.Subscribe) > 0 || len(st.Claim) > 0 {
+		return true
+	}
+	for i := range st.Send {
+		if st.Send[i].Dedupe || st.Send[i].MustDeliver {
+			return true
+		}
+	}
+	return false
+}
+
 // ctl is a transaction control statement.
 func ctl(name string) op { return op{label: name, name: name} }
 
 // beginOps starts a transaction for batch: BEGIN, then its advisory locks.
-func beginOps(batch []*writeReq) []op {
+func (s *Store) beginOps(batch []*writeReq) []op {
 	pre := []op{ctl(sqlBegin)}
-	if l, ok := batchLocks(batch); ok {
+	if l, ok := batchLocks(s, batch); ok {
 		pre = append(pre, l)
 	}
 	return pre
 }
 
 // pipeline is one round trip of runTx: pre (what starts or resumes the
-// transaction), the steps of batch, each between SAVEPOINT and RELEASE when
-// the batch has several, the relayers' NOTIFY, and COMMIT.
-func (s *Store) pipeline(batch []*writeReq, pre []op, multi, notify bool) []op {
+// transaction), the steps of batch, those with a savepoint between
+// SAVEPOINT and RELEASE, the relayers' NOTIFY, and COMMIT.
+func (s *Store) pipeline(batch []*writeReq, pre []op, notify bool) []op {
 	ops := append([]op(nil), pre...)
 	for _, r := range batch {
 		if len(r.ops) == 0 {
 			continue // nothing to write
 		}
-		if multi {
+		if r.savepoint {
 			ops = append(ops, ctl(sqlSavepoint))
 		}
 		ops = append(ops, r.ops...)
-		if multi {
+		if r.savepoint {
 			ops = append(ops, ctl(sqlRelease))
 		}
 	}
