@@ -318,9 +318,19 @@ var statements = map[string]string{
 	// Ending an instance: two statements, so that the second (its own
 	// snapshot) sees the broadcast copies of publishers that the first
 	// waited for.
+	// $1 the instance that ended: its subscriptions and timers go. Deleting
+	// a subscription waits for a broadcast that is copying to it (the copy
+	// locks the row), so the next statement, sqlDropMailbox, sees the copy.
 	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text)
 		DELETE FROM timers WHERE instance_id = $1::text`,
-	sqlDropMailbox: `DELETE FROM messages WHERE target = $1::text`,
+	// $1 the instance that ended: its mail goes, and what it claimed goes
+	// back to its queues, in one statement. It returns, as sqlUnclaim does,
+	// each returned message's channel and type with the channel's
+	// competing subscribers, to wake.
+	sqlDropMailbox: `WITH d AS (DELETE FROM messages WHERE target = $1::text AND NOT claimed),
+		r AS (UPDATE messages SET target = NULL, claimed = false WHERE target = $1::text AND claimed RETURNING channel, type)
+		SELECT r.channel, r.type, COALESCE((SELECT array_agg(s.instance_id ORDER BY s.instance_id) FROM subscriptions s
+			WHERE s.channel = r.channel AND s.mode = 'competing' AND s.instance_id <> $1::text), '{}') FROM r`,
 	// $1 instance, $2 seqs: the queued messages to move into its mailbox.
 	// A message another transaction is consuming or claiming is skipped,
 	// not waited for: a claim is best effort.

@@ -183,24 +183,30 @@ func (c *compiler) claim() {
 // unclaim gives back what the instance claimed from channel (from every
 // channel if ""), waking a competing consumer for each message.
 func (c *compiler) unclaim(channel string) {
+	c.add(op{label: "return claimed messages", name: sqlUnclaim, args: []any{c.id, channel}, read: c.readRequeued()})
+}
+
+// readRequeued reads the messages a statement put back in their queues
+// (channel, type, the channel's competing subscribers): their subscribers
+// are woken.
+func (c *compiler) readRequeued() func(pgx.BatchResults) error {
 	r := c.r
-	c.add(op{label: "return claimed messages", name: sqlUnclaim, args: []any{c.id, channel},
-		read: func(br pgx.BatchResults) error {
-			rows, _ := br.Query()
-			for rows.Next() {
-				var q persistence.QueuedMessage
-				if err := rows.Scan(&q.Channel, &q.Type, &q.Subscribers); err != nil {
-					rows.Close()
-					return err
-				}
-				if len(q.Subscribers) > 0 {
-					r.res.Woken = append(r.res.Woken, q.Subscribers...)
-					r.res.Queued = append(r.res.Queued, q)
-				}
+	return func(br pgx.BatchResults) error {
+		rows, _ := br.Query()
+		for rows.Next() {
+			var q persistence.QueuedMessage
+			if err := rows.Scan(&q.Channel, &q.Type, &q.Subscribers); err != nil {
+				rows.Close()
+				return err
 			}
-			rows.Close()
-			return rows.Err()
-		}})
+			if len(q.Subscribers) > 0 {
+				r.res.Woken = append(r.res.Woken, q.Subscribers...)
+				r.res.Queued = append(r.res.Queued, q)
+			}
+		}
+		rows.Close()
+		return rows.Err()
+	}
 }
 
 // subscriptions subscribes, then unsubscribes, giving back what the
@@ -439,8 +445,7 @@ func (c *compiler) end() {
 	}
 	c.lockEnd(c.id)
 	c.add(op{label: "release ended instance", name: sqlEndInstance, args: []any{c.id}})
-	c.unclaim("")
-	c.add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{c.id}})
+	c.add(op{label: "release ended instance", name: sqlDropMailbox, args: []any{c.id}, read: c.readRequeued()})
 }
 
 // errUsed is the outcome of a Dedupe message's ID check that found the ID
