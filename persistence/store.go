@@ -47,14 +47,17 @@ var (
 	ErrInstanceDone = errors.New("norn: instance already ended")
 	// ErrInstanceLive: a step that reopens an instance (Step.Reopen) found
 	// it has not ended.
-	ErrInstanceLive  = errors.New("norn: instance has not ended")
-	ErrFenced        = errors.New("norn: lease epoch changed; this activation no longer owns the instance")
-	ErrLeaseHeld     = errors.New("norn: instance lease held by another owner")
-	ErrMessageGone   = errors.New("norn: message already consumed")
-	ErrTimerGone     = errors.New("norn: timer already fired or cancelled")
-	ErrHistoryGap    = errors.New("norn: history sequence does not continue the stored history")
-	ErrStoreClosed   = errors.New("norn: store closed")
-	ErrChannelMode   = errors.New("norn: channel mode conflict")
+	ErrInstanceLive = errors.New("norn: instance has not ended")
+	ErrFenced       = errors.New("norn: lease epoch changed; this activation no longer owns the instance")
+	ErrLeaseHeld    = errors.New("norn: instance lease held by another owner")
+	ErrMessageGone  = errors.New("norn: message already consumed")
+	ErrTimerGone    = errors.New("norn: timer already fired or cancelled")
+	ErrHistoryGap   = errors.New("norn: history sequence does not continue the stored history")
+	ErrStoreClosed  = errors.New("norn: store closed")
+	ErrChannelMode  = errors.New("norn: channel mode conflict")
+	// ErrIDConflict: an instance of Step.CreateMany has the ID of an
+	// instance of another workflow (see IDConflictError).
+	ErrIDConflict    = errors.New("norn: instance ID taken by another workflow")
 	ErrInvalidRecord = errors.New("norn: invalid input")
 	// ErrNoSchema is what a driver opened with its NoCreate option returns
 	// when the database holds no Norn schema: tools that only read (norn ls)
@@ -81,6 +84,21 @@ func (e *ModeConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrChannelMode) true.
 func (e *ModeConflictError) Is(target error) bool { return target == ErrChannelMode }
+
+// IDConflictError says an instance of Step.CreateMany has the ID of an
+// existing instance of another workflow; the step wrote nothing.
+type IDConflictError struct {
+	ID        string
+	Workflow  string // the existing instance's workflow
+	Requested string // the workflow the step would have created
+}
+
+func (e *IDConflictError) Error() string {
+	return fmt.Sprintf("norn: create %s as %q: the ID belongs to an instance of workflow %q", e.ID, e.Requested, e.Workflow)
+}
+
+// Is makes errors.Is(err, ErrIDConflict) true.
+func (e *IDConflictError) Is(target error) bool { return target == ErrIDConflict }
 
 // Instance is one durable run of a workflow.
 type Instance struct {
