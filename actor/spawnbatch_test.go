@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/sqlite"
 )
 
 // batchStorePairs open two stores on one fresh database, as a node and a
@@ -295,5 +297,79 @@ func TestSpawnBatchErrorWritesNothing(t *testing.T) {
 				t.Fatalf("%d instances of a failed batch ran", n)
 			}
 		})
+	}
+}
+
+const batchCrashItems = 300
+
+// batchCrashWorkflow runs one activity; in the child it blocks until the
+// process is killed, so that every instance is mid-flight then.
+func batchCrashWorkflow(block bool) *actor.WorkflowDef[int, int] {
+	step := actor.Activity("batch-crash-step", func(ctx context.Context, n int) (int, error) {
+		if block {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}
+		return n + 1, nil
+	})
+	return actor.Workflow("batch-crash", func(ctx *actor.Context, n int) (int, error) { return step.Run(ctx, n) })
+}
+
+func batchCrashItemsOf() []actor.SpawnItem[int] {
+	items := make([]actor.SpawnItem[int], batchCrashItems)
+	for i := range items {
+		items[i] = actor.SpawnItem[int]{ID: fmt.Sprintf("job-%03d", i), Input: i}
+	}
+	return items
+}
+
+func init() {
+	registerChildRole("spawn-batch", func() int {
+		ctx := context.Background()
+		st, err := sqlite.Open(ctx, os.Getenv("NORN_CHILD_DB"), sqlite.Options{})
+		if err != nil {
+			return childFail("open: %v", err)
+		}
+		wf := batchCrashWorkflow(true)
+		sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(wf), NodeID: "batch-child", LeaseTTL: time.Hour,
+			Logger: testutil.Logger()})
+		if err != nil {
+			return childFail("start: %v", err)
+		}
+		if _, err := actor.SpawnBatchID(ctx, sys, wf, batchCrashItemsOf()); err != nil {
+			return childFail("spawn batch: %v", err)
+		}
+		childSay("SPAWNED")
+		select {}
+	})
+}
+
+// A node killed right after its batch committed (every instance created
+// under its lease, started here) leaves nothing behind: the node back
+// under its ID runs each instance once, and the batch repeated creates
+// nothing.
+func TestSpawnBatchKill9(t *testing.T) {
+	path := testutil.SQLitePath(t)
+	child := startChild(t, "spawn-batch", "NORN_CHILD_DB="+path)
+	child.waitLine(t, "SPAWNED", time.Minute)
+	child.kill9(t)
+
+	st := testutil.OpenSQLite(t, path)
+	wf := batchCrashWorkflow(false)
+	// A lease far longer than the test: only the node's own takeover of
+	// its leases can run them.
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(wf), NodeID: "batch-child", LeaseTTL: time.Hour})
+	ctx := testutil.Ctx(t, liveWait)
+	again, err := actor.SpawnBatchID(ctx, sys, wf, batchCrashItemsOf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range again {
+		if !s.Existed {
+			t.Fatalf("item %d created again after the crash", i)
+		}
+		if out, err := actor.Await(ctx, sys, wf, s.PID); err != nil || out != i+1 {
+			t.Fatalf("%s = %d, %v; want %d", s.PID, out, err, i+1)
+		}
 	}
 }
