@@ -47,18 +47,18 @@ var (
 	ErrInstanceDone = errors.New("norn: instance already ended")
 	// ErrInstanceLive: a step that reopens an instance (Step.Reopen) found
 	// it has not ended.
-	ErrInstanceLive = errors.New("norn: instance has not ended")
-	ErrFenced       = errors.New("norn: lease epoch changed; this activation no longer owns the instance")
-	ErrLeaseHeld    = errors.New("norn: instance lease held by another owner")
-	ErrMessageGone  = errors.New("norn: message already consumed")
-	ErrTimerGone    = errors.New("norn: timer already fired or cancelled")
-	ErrHistoryGap   = errors.New("norn: history sequence does not continue the stored history")
-	ErrStoreClosed  = errors.New("norn: store closed")
-	ErrChannelMode  = errors.New("norn: channel mode conflict")
+	ErrInstanceLive  = errors.New("norn: instance has not ended")
+	ErrFenced        = errors.New("norn: lease epoch changed; this activation no longer owns the instance")
+	ErrLeaseHeld     = errors.New("norn: instance lease held by another owner")
+	ErrMessageGone   = errors.New("norn: message already consumed")
+	ErrTimerGone     = errors.New("norn: timer already fired or cancelled")
+	ErrHistoryGap    = errors.New("norn: history sequence does not continue the stored history")
+	ErrStoreClosed   = errors.New("norn: store closed")
+	ErrChannelMode   = errors.New("norn: channel mode conflict")
+	ErrInvalidRecord = errors.New("norn: invalid input")
 	// ErrIDConflict: an instance of Step.CreateMany has the ID of an
 	// instance of another workflow (see IDConflictError).
-	ErrIDConflict    = errors.New("norn: instance ID taken by another workflow")
-	ErrInvalidRecord = errors.New("norn: invalid input")
+	ErrIDConflict = errors.New("norn: instance ID taken by another workflow")
 	// ErrNoSchema is what a driver opened with its NoCreate option returns
 	// when the database holds no Norn schema: tools that only read (norn ls)
 	// must not create one in a database that was named by mistake.
