@@ -30,16 +30,18 @@ type Outgoing struct {
 	ID string
 }
 
-// BatchError says which message of a PublishBatch made it fail; nothing of
-// the batch was delivered. Unwrap gives the cause, so errors.Is works as
-// for a single Publish (ErrInvalidInput, ErrNotFound, ErrPayloadTooLarge …).
+// BatchError says which message of a PublishBatch, or which item of a
+// SpawnBatch or SpawnBatchID, made it fail; nothing of the batch was
+// delivered or created. Unwrap gives the cause, so errors.Is and errors.As
+// work as for a single Publish or Spawn (ErrInvalidInput, ErrNotFound,
+// ErrPayloadTooLarge, *IDConflictError …).
 type BatchError struct {
-	Index int // position in the msgs given to PublishBatch
+	Index int // position in the msgs, inputs or items given
 	Err   error
 }
 
 func (e *BatchError) Error() string {
-	return fmt.Sprintf("norn: batch message %d: %v", e.Index, e.Err)
+	return fmt.Sprintf("norn: batch item %d: %v", e.Index, e.Err)
 }
 
 // Unwrap returns the cause.

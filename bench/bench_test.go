@@ -30,7 +30,7 @@ func TestWorkloads(t *testing.T) {
 		N: 20, M: 20, P: 3, Publishers: 2, S: 5, K: 20, Pending: 20,
 		SleepMin: 20 * time.Millisecond, SleepMax: 100 * time.Millisecond,
 		PassivateAfter: 200 * time.Millisecond,
-		Spawners:       8, Timeout: 30 * time.Second, BaselineBatch: 50,
+		Spawners:       8, Timeout: 30 * time.Second, BaselineBatch: 50, SpawnBatch: 7,
 		OnVictim: true, KillBefore: 100 * time.Millisecond,
 	}
 	targets, err := parseTargets("sqlite")

@@ -34,6 +34,7 @@ type options struct {
 	Publishers   int // queue publishers
 	Prefetch     int // queue: mailbox.Prefetch of each consumer
 	PublishBatch int // queue: messages per PublishBatch
+	SpawnBatch   int // spawn: inputs per SpawnBatch
 	TimerWarmUp  time.Duration
 	Backlog      bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
 	S            int  // fanout subscribers
@@ -161,6 +162,7 @@ func workloads() []workload {
 		{"crosscall", runCrossCall},
 		{"query", runQuery},
 		{"mcp", runMCP},
+		{"spawn", runSpawn},
 	}
 }
 
@@ -196,18 +198,19 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	var o options
-	name := fs.String("workload", "", "workload to run: chain, chaintx, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, stats, cli, viewer, history, retry, purge, mcp, or all")
+	name := fs.String("workload", "", "workload to run: chain, chaintx, pingpong, queue, fanout, timers, idle, recur, ingress, outbox, failover, crosspingpong, list, stats, cli, viewer, history, retry, purge, mcp, spawn, or all")
 	stores := fs.String("store", "sqlite", "comma-separated stores: sqlite (a fresh temp file per run), sqlite://PATH, or postgres://... (an empty database)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	compare := fs.Bool("compare", false, "after each run measure the raw store baseline beside it, and print a second table of ratios: throughput per 1k raw rows/s, and each store against the first (e.g. -store sqlite,postgres://…: PG/SQLite)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&o.HeapProfile, "heapprofile", "", "write a heap profile to this file where idle and timers measure memory after passivation (the last such point wins)")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) while running")
-	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000), list, stats and cli instances (100000), viewer history events (10000), history length (1k, 10k and 100k), retry failed instances (2000), purge seeded ended instances (100000); also the default of -m and -k")
+	fs.IntVar(&o.N, "n", 0, "size: chain workflows (10000), idle instances (100000), recur iterations (1000000), ingress and outbox events (10000), failover sleepers (1000), list, stats and cli instances (100000), viewer history events (10000), history length (1k, 10k and 100k), retry failed instances (2000), purge seeded ended instances (100000), spawn jobs (10000); also the default of -m and -k")
 	fs.IntVar(&o.M, "m", 0, "messages: pingpong and crosspingpong round trips (2000), queue messages (10000), fanout messages (200), purge chain workflows per phase (2000)")
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
 	fs.IntVar(&o.PublishBatch, "publish-batch", 1, "queue: messages each publisher commits at once (PublishBatch; 1: Publish one by one)")
+	fs.IntVar(&o.SpawnBatch, "spawn-batch", 1000, "spawn: inputs per SpawnBatch")
 	fs.IntVar(&o.Prefetch, "prefetch", 1, "queue: messages each consumer takes per claim (mailbox.Prefetch; 1: one at a time)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers; outbox: emit all events before starting the relayer (measures draining)")
 	fs.IntVar(&o.S, "s", 0, "fanout: subscribers (100)")

@@ -18,6 +18,8 @@ import "time"
 //  1. Create inserts the instance. If its ID is taken, nothing else of the
 //     step applies (no message is sent, no event emitted) and
 //     StepResult.Existing holds the stored instance; Apply returns no error.
+//     CreateMany, which goes with nothing else, inserts its instances
+//     instead (see there).
 //  2. The instance's row is updated under the fencing conditions (see
 //     below): lease taken or released, Status, Output and Error, restarts,
 //     run and history length, all in one conditional write.
@@ -70,6 +72,8 @@ import "time"
 //
 //   - Spawn: Create with History (the started event), without a lease, or
 //     leased to the creating node with LeaseTTL (Create.LeaseEpoch 1).
+//   - A batch spawn: CreateMany, each instance with its started event and
+//     with or without a lease as for Spawn, and LeaseTTL if any is leased.
 //   - Send or publish from outside a workflow: no Instance, one or more
 //     Send (Dedupe for a caller-chosen ID, MustDeliver for a send by PID).
 //   - A workflow's step: Instance and Epoch with any of History, Consume,
@@ -101,6 +105,16 @@ type Step struct {
 	// and RestartLog replaces the latter). If the ID exists, nothing at
 	// all is applied and StepResult.Existing is set.
 	Create *Instance
+	// CreateMany inserts several new instances, each with its first
+	// events, in one step: a batch spawn, which a driver writes with one
+	// statement per table where it can. Each is created as Create would
+	// create it alone (its History starting at Seq 0; HistoryLen is
+	// ignored). The step has nothing else but LeaseTTL, which then applies
+	// to every instance with a LeaseOwner. Their IDs must differ. An
+	// instance whose ID is taken by an instance of the same workflow is
+	// skipped (StepResult.Existed lists it); one taken by another workflow
+	// fails the whole step with an *IDConflictError: nothing is written.
+	CreateMany []NewInstance
 	// LeaseTTL, when positive, makes the lease of the created instance
 	// (Create.LeaseOwner must be set, Create.LeaseExpires zero) or the one
 	// TakeLease takes last LeaseTTL from the store's clock as it writes the
@@ -195,10 +209,20 @@ type Step struct {
 	Emit []OutboxEvent
 }
 
+// NewInstance is one instance of Step.CreateMany and its first events.
+type NewInstance struct {
+	Instance Instance
+	History  []Event
+}
+
 // StepResult is what a committed step changed beyond itself.
 type StepResult struct {
 	// Existing is set when Create found the ID taken.
 	Existing *Instance
+	// Existed lists, in order, the indexes in Step.CreateMany of the
+	// instances whose ID was taken by the same workflow: nothing of them
+	// was written.
+	Existed []int
 	// Woken lists the instances whose mailbox gained a message, so that
 	// their activations can be woken: once per message, competing
 	// subscribers included. A message published on a channel lists every
@@ -298,6 +322,31 @@ func (s *Step) CreateRestarts() []time.Time {
 		return s.RestartLog
 	}
 	return s.Create.RecentRestarts
+}
+
+// Unleased lists the IDs of the instances the step created without a
+// lease, which a driver that notifies other processes wakes: a spawn
+// nobody leased may belong to another node. One created under a lease runs
+// where it was created.
+func (s *Step) Unleased(res *StepResult) []string {
+	if c := s.Create; c != nil {
+		if res.Existing == nil && c.LeaseOwner == "" {
+			return []string{c.ID}
+		}
+		return nil
+	}
+	var ids []string
+	existed := res.Existed
+	for i := range s.CreateMany {
+		if len(existed) > 0 && existed[0] == i {
+			existed = existed[1:]
+			continue
+		}
+		if in := &s.CreateMany[i].Instance; in.LeaseOwner == "" {
+			ids = append(ids, in.ID)
+		}
+	}
+	return ids
 }
 
 // CreateHistoryLen is the history length the insert of a created instance

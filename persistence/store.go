@@ -56,6 +56,9 @@ var (
 	ErrStoreClosed   = errors.New("norn: store closed")
 	ErrChannelMode   = errors.New("norn: channel mode conflict")
 	ErrInvalidRecord = errors.New("norn: invalid input")
+	// ErrIDConflict: an instance of Step.CreateMany has the ID of an
+	// instance of another workflow (see IDConflictError).
+	ErrIDConflict = errors.New("norn: instance ID taken by another workflow")
 	// ErrNoSchema is what a driver opened with its NoCreate option returns
 	// when the database holds no Norn schema: tools that only read (norn ls)
 	// must not create one in a database that was named by mistake.
@@ -81,6 +84,21 @@ func (e *ModeConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrChannelMode) true.
 func (e *ModeConflictError) Is(target error) bool { return target == ErrChannelMode }
+
+// IDConflictError says an instance of Step.CreateMany has the ID of an
+// existing instance of another workflow; the step wrote nothing.
+type IDConflictError struct {
+	ID        string
+	Workflow  string // the existing instance's workflow
+	Requested string // the workflow the step would have created
+}
+
+func (e *IDConflictError) Error() string {
+	return fmt.Sprintf("norn: create %s as %q: the ID belongs to an instance of workflow %q", e.ID, e.Requested, e.Workflow)
+}
+
+// Is makes errors.Is(err, ErrIDConflict) true.
+func (e *IDConflictError) Is(target error) bool { return target == ErrIDConflict }
 
 // Instance is one durable run of a workflow.
 type Instance struct {

@@ -177,6 +177,7 @@ func (s *Step) Validate() error {
 			v.fail("Create.", -1, "Status", "unknown status "+excerpt(string(c.Status)))
 		}
 	}
+	s.validateCreateMany(&v)
 	v.id("TakeLease", -1, "", s.TakeLease)
 	s.validateRun(&v)
 	for i := range s.History {
@@ -243,12 +244,88 @@ func (s *Step) validateRun(v *validator) {
 		v.fail("LeaseTTL", -1, "", "zero with TakeLease: the lease taken needs a duration")
 	case s.TakeLease != "":
 	case s.LeaseTTL == 0:
+	case len(s.CreateMany) > 0:
+		// Checked per instance (validateCreateMany).
 	case s.Create == nil || s.Create.LeaseOwner == "":
 		v.fail("LeaseTTL", -1, "", "set without a Create.LeaseOwner to lease to")
 	case !s.Create.LeaseExpires.IsZero():
 		// Two expiries: say which one the caller meant rather than guess.
 		v.fail("LeaseTTL", -1, "", "set together with Create.LeaseExpires")
 	}
+}
+
+// validateCreateMany checks a batch of creations: each instance as Create's
+// is checked, its history from Seq 0, the IDs distinct, and nothing else
+// in the step but LeaseTTL.
+func (s *Step) validateCreateMany(v *validator) {
+	if len(s.CreateMany) == 0 {
+		return
+	}
+	if f := s.besidesCreateMany(); f != "" {
+		v.fail(f, -1, "", "set with CreateMany, which goes with nothing but LeaseTTL")
+		return
+	}
+	seen := make(map[string]int, len(s.CreateMany))
+	for i := range s.CreateMany {
+		c := &s.CreateMany[i].Instance
+		v.required("CreateMany", i, "Instance.ID", c.ID)
+		v.required("CreateMany", i, "Instance.Workflow", c.Workflow)
+		v.id("CreateMany", i, "Instance.Parent", c.Parent)
+		v.id("CreateMany", i, "Instance.LeaseOwner", c.LeaseOwner)
+		if c.Status != "" && !c.Status.Valid() {
+			v.fail("CreateMany", i, "Instance.Status", "unknown status "+excerpt(string(c.Status)))
+		}
+		if s.LeaseTTL > 0 && c.LeaseOwner != "" && !c.LeaseExpires.IsZero() {
+			v.fail("CreateMany", i, "Instance.LeaseExpires", "set together with LeaseTTL")
+		}
+		if j, ok := seen[c.ID]; ok && v.err == nil {
+			v.fail("CreateMany", i, "Instance.ID", "repeats CreateMany["+strconv.Itoa(j)+"]: "+excerpt(c.ID))
+		}
+		seen[c.ID] = i
+		for j := range s.CreateMany[i].History {
+			e := &s.CreateMany[i].History[j]
+			list := fieldName("CreateMany", i, "History")
+			if e.Seq != int64(j) {
+				v.fail(list, j, "Seq", fmt.Sprintf("%d, not %d: a created instance's history starts at 0", e.Seq, j))
+			}
+			v.id(list, j, "Kind", e.Kind)
+			v.text(list, j, "Name", e.Name, MaxNameLen)
+			v.text(list, j, "Ref", e.Ref, MaxNameLen)
+			v.text(list, j, "Error", e.Error, 0)
+			v.id(list, j, "Digest", e.Digest)
+		}
+	}
+}
+
+// besidesCreateMany names a field set beside CreateMany, if any.
+func (s *Step) besidesCreateMany() string {
+	set := []struct {
+		name string
+		on   bool
+	}{
+		{"Instance", s.Instance != "" || s.Epoch != 0},
+		{"Create", s.Create != nil},
+		{"TakeLease", s.TakeLease != ""},
+		{"History", len(s.History) > 0},
+		{"ResetHistory", s.ResetHistory},
+		{"Status", s.Status != "" || s.Output != nil || s.Error != ""},
+		{"Waits", s.SetWaits || s.Waits != nil},
+		{"Consume", len(s.Consume) > 0},
+		{"Claim", len(s.Claim) > 0},
+		{"Send", len(s.Send) > 0},
+		{"Subscribe", len(s.Subscribe) > 0 || len(s.Unsubscribe) > 0},
+		{"AddTimers", len(s.AddTimers) > 0 || len(s.CancelTimers) > 0 || len(s.FireTimers) > 0},
+		{"ReleaseLease", s.ReleaseLease},
+		{"Reopen", s.Reopen},
+		{"IncRestarts", s.IncRestarts || s.RestartLog != nil},
+		{"Emit", len(s.Emit) > 0},
+	}
+	for _, f := range set {
+		if f.on {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // validateSend checks the messages a step sends.

@@ -38,6 +38,7 @@ const (
 	checkDone     = "done"     // MustDeliver target ended; detail is its status
 	checkTimer    = "timer"    // fired timer is gone
 	checkUsed     = "used"     // Dedupe message ID used before; detail is the ID
+	checkConflict = "conflict" // CreateMany ID of another workflow; detail is ID, unit separator, workflow
 )
 
 const (
@@ -59,6 +60,8 @@ const (
 	sqlInstance       = "norn_instance"
 	sqlInstanceState  = "norn_instance_state"
 	sqlInsertEvent    = "norn_insert_event"
+	sqlCreateMany     = "norn_create_many"
+	sqlCreateConflict = "norn_create_conflict"
 	sqlResetHistory   = "norn_reset_history"
 	sqlConsume        = "norn_consume"
 	sqlConsumeNowait  = "norn_consume_nowait"
@@ -217,6 +220,41 @@ var statements = map[string]string{
 	sqlInsertEvent: `INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at, digest)
 		VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::bytea, $7::text, $8::bigint, $9::text)`,
 	sqlResetHistory: `DELETE FROM history WHERE instance_id = $1::text`,
+
+	// Step.CreateMany: every instance with one insert, every first event
+	// of those inserted (not of those whose ID was taken) with another,
+	// in one statement. It returns the IDs inserted. Instances $1 ID, $2
+	// workflow, $3 status, $4 input, $5 parent, $6 lease owner or '', $7
+	// lease epoch, $8 lease expires, $9 restart log, $10 history length,
+	// $11 bucket; $12 now, $13 lease TTL in nanoseconds (if positive, a
+	// leased instance's lease expires that long after the server's now
+	// instead of at $8); events $14 instance, $15 seq, $16 kind, $17 name,
+	// $18 ref, $19 payload, $20 error, $21 at, $22 digest. The rows go in
+	// ID order, the order in which concurrent batches lock them.
+	sqlCreateMany: `WITH ins AS (
+		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
+			run, history_len, created_at, updated_at, bucket)
+		SELECT u.id, u.wf, u.st, u.input, u.parent, NULLIF(u.owner, ''), u.epoch,
+			CASE WHEN $13::bigint > 0 AND u.owner <> '' THEN ` + serverNowNS + ` + $13::bigint ELSE u.expires END,
+			u.restarts, 0, u.hlen, $12::bigint, $12::bigint, u.bucket
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
+			$9::text[], $10::bigint[], $11::integer[]) AS u(id, wf, st, input, parent, owner, epoch, expires, restarts, hlen, bucket)
+		ORDER BY u.id COLLATE "C"
+		ON CONFLICT (id) DO NOTHING RETURNING id),
+	hist AS (
+		INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at, digest)
+		SELECT e.inst, e.seq, e.kind, e.name, e.ref, e.payload, e.err, e.at, e.digest
+		FROM unnest($14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bytea[], $20::text[], $21::bigint[],
+			$22::text[]) AS e(inst, seq, kind, name, ref, payload, err, at, digest)
+		WHERE e.inst IN (SELECT id FROM ins))
+	SELECT id FROM ins`,
+	// After sqlCreateMany, in the same transaction: an ID of $1 that an
+	// instance of another workflow than the one of $2 at its position
+	// holds fails the step. (A separate statement: sqlCreateMany's own
+	// snapshot may predate an instance whose insert it waited for.)
+	sqlCreateConflict: `SELECT norn_check(false, '` + checkConflict + `', i.id || chr(31) || i.workflow)
+		FROM instances i JOIN unnest($1::text[], $2::text[]) AS u(id, wf) ON i.id = u.id
+		WHERE i.workflow <> u.wf LIMIT 1`,
 
 	// Consuming waits for a concurrent consumer of the same message to end
 	// (then finds it gone, or takes it if that consumer rolled back). The

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,7 @@ func (s *Store) compile(r *writeReq) []op {
 	c := compiler{s: s, r: r, step: &r.step, now: s.now()}
 	c.id, c.epoch = r.step.Target()
 	c.create()
+	c.createMany()
 	c.instance()
 	c.history()
 	c.consume()
@@ -105,6 +107,85 @@ func (c *compiler) create() {
 					r.res.Existing = &inst
 					return nil
 				}}
+		}})
+}
+
+// createMany inserts the instances of Step.CreateMany and their first
+// events with one statement, and fails the step if an ID it found taken
+// belongs to another workflow.
+func (c *compiler) createMany() {
+	many := c.step.CreateMany
+	if len(many) == 0 {
+		return
+	}
+	n, events := len(many), 0
+	for i := range many {
+		events += len(many[i].History)
+	}
+	ids, wfs, sts, inputs, parents := make([]string, n), make([]string, n), make([]string, n), make([][]byte, n), make([]string, n)
+	owners, epochs, expires, restarts := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
+	hlens, buckets := make([]int64, n), make([]int32, n)
+	evInst, evSeq, evKind, evName, evRef := make([]string, 0, events), make([]int64, 0, events), make([]string, 0, events),
+		make([]string, 0, events), make([]string, 0, events)
+	evPayload, evErr, evAt, evDigest := make([][]byte, 0, events), make([]string, 0, events), make([]int64, 0, events),
+		make([]string, 0, events)
+	for i := range many {
+		in := &many[i].Instance
+		st := in.Status
+		if st == "" {
+			st = persistence.StatusRunning
+		}
+		ids[i], wfs[i], sts[i], inputs[i], parents[i] = in.ID, in.Workflow, string(st), in.Input, in.Parent
+		owners[i], epochs[i], expires[i], restarts[i] = in.LeaseOwner, in.LeaseEpoch, ns(in.LeaseExpires), rowcodec.EncodeTimes(in.RecentRestarts)
+		hlens[i], buckets[i] = int64(len(many[i].History)), int32(persistence.BucketOf(in.ID))
+		for _, e := range many[i].History {
+			at := e.At
+			if at.IsZero() {
+				at = c.now
+			}
+			evInst, evSeq, evKind, evName, evRef = append(evInst, in.ID), append(evSeq, e.Seq), append(evKind, e.Kind),
+				append(evName, e.Name), append(evRef, e.Ref)
+			evPayload, evErr, evAt, evDigest = append(evPayload, e.Payload), append(evErr, e.Error), append(evAt, at.UnixNano()),
+				append(evDigest, e.Digest)
+		}
+	}
+	r := c.r
+	c.add(op{label: "insert instances", name: sqlCreateMany,
+		args: []any{ids, wfs, sts, inputs, parents, owners, epochs, expires, restarts, hlens, buckets, c.now.UnixNano(),
+			int64(c.step.LeaseTTL), evInst, evSeq, evKind, evName, evRef, evPayload, evErr, evAt, evDigest},
+		read: func(br pgx.BatchResults) error {
+			rows, _ := br.Query()
+			created := make(map[string]bool, len(ids))
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				created[id] = true
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for i, id := range ids {
+				if !created[id] {
+					r.res.Existed = append(r.res.Existed, i)
+				}
+			}
+			return nil
+		}})
+	c.add(op{label: "check instance IDs", name: sqlCreateConflict, args: []any{ids, wfs},
+		check: func(pe *pgconn.PgError) (error, *op) {
+			id, wf, _ := strings.Cut(pe.Detail, "\x1f")
+			requested := ""
+			for i := range ids {
+				if ids[i] == id {
+					requested = wfs[i]
+					break
+				}
+			}
+			return &persistence.IDConflictError{ID: id, Workflow: wf, Requested: requested}, nil
 		}})
 }
 

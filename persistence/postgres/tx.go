@@ -261,8 +261,8 @@ func (b *txRun) member(r *txReq) error {
 	}
 	r.res = res
 	r.woken = res.Woken
-	if c := step.Create; c != nil && res.Existing == nil && c.LeaseOwner == "" {
-		r.woken = append(r.woken[:len(r.woken):len(r.woken)], c.ID)
+	if ids := step.Unleased(&res); len(ids) > 0 {
+		r.woken = append(r.woken[:len(r.woken):len(r.woken)], ids...)
 	}
 	b.members = append(b.members, r)
 	b.emits = b.emits || len(step.Emit) > 0

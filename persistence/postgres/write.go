@@ -226,11 +226,8 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			if r.err == nil {
 				woken = append(woken, r.res.Woken...)
-				if c := r.step.Create; c != nil && r.res.Existing == nil && c.LeaseOwner == "" {
-					// A spawn nobody leased: its owner may be elsewhere. One
-					// created under a lease runs where it was created.
-					woken = append(woken, c.ID)
-				}
+				// A spawn nobody leased: its owner may be elsewhere.
+				woken = append(woken, r.step.Unleased(&r.res)...)
 			}
 			close(r.done)
 		}
@@ -257,6 +254,9 @@ func (s *Store) ObserveCommits(o persistence.CommitObserver) (remove func()) {
 }
 
 func stepKey(st persistence.Step) string {
+	if len(st.CreateMany) > 0 {
+		return st.CreateMany[0].Instance.ID
+	}
 	if st.Create != nil {
 		return st.Create.ID
 	}

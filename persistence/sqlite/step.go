@@ -186,13 +186,14 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 // simple reports whether step can fail only before its first write, with
 // one of the errors failsBeforeWriting lists, so that it needs no savepoint
 // of its own in a shared commit. Consuming a message, subscribing, firing a
-// timer and a MustDeliver send can fail after the step wrote. A send can
+// timer, a MustDeliver send and CreateMany (an ID of another workflow) can
+// fail after the step wrote. A send can
 // too, on a channel whose mode conflicts, but that is a programming error,
 // not a race: it costs the commit a redo with a savepoint around every step
 // (see commit), and sends are too common (every instance's end sends its
 // Down) to pay for a savepoint each.
 func simple(step persistence.Step) bool {
-	if len(step.Consume) > 0 || len(step.Subscribe) > 0 || len(step.FireTimers) > 0 {
+	if len(step.Consume) > 0 || len(step.CreateMany) > 0 || len(step.Subscribe) > 0 || len(step.FireTimers) > 0 {
 		return false
 	}
 	for _, m := range step.Send {
@@ -241,6 +242,9 @@ type stepWriter struct {
 func (s *Store) applyStep(tx *sql.Tx, step *persistence.Step, res *persistence.StepResult) error {
 	w := stepWriter{s: s, tx: tx, step: step, res: res, now: time.Now(), adds: stepHolds(step), holds: holdsAll}
 	w.id, w.epoch = step.Target()
+	if len(step.CreateMany) > 0 {
+		return w.createMany() // a step with CreateMany has nothing else
+	}
 	if step.Create != nil {
 		if created, err := w.create(); err != nil || !created {
 			return err
@@ -295,6 +299,52 @@ func (w *stepWriter) create() (bool, error) {
 	}
 	w.res.Existing = &inst
 	return false, nil
+}
+
+// createMany inserts the instances of Step.CreateMany and their first
+// events, skipping (and listing in StepResult.Existed) those whose ID an
+// instance of the same workflow holds. One of another workflow fails the
+// step, whose savepoint (see simple) undoes what it wrote before.
+func (w *stepWriter) createMany() error {
+	ins, ev := w.s.stmt(w.tx, w.s.st.insertInstance), w.s.stmt(w.tx, w.s.st.insertEvent)
+	now := w.now.UnixNano()
+	for i := range w.step.CreateMany {
+		c := &w.step.CreateMany[i]
+		in := &c.Instance
+		status, expires := in.Status, ns(in.LeaseExpires)
+		if status == "" {
+			status = persistence.StatusRunning
+		}
+		if w.step.LeaseTTL > 0 && in.LeaseOwner != "" {
+			expires = w.now.Add(w.step.LeaseTTL).UnixNano()
+		}
+		r, err := ins.Exec(in.ID, in.Workflow, string(status), in.Input, in.Parent, in.LeaseOwner, in.LeaseEpoch, expires,
+			rowcodec.EncodeTimes(in.RecentRestarts), len(c.History), now, now, persistence.BucketOf(in.ID), 0)
+		if err != nil {
+			return fmt.Errorf("sqlite: insert instance %s: %w", in.ID, err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			var wf string
+			if err := w.tx.QueryRow(`SELECT workflow FROM instances WHERE id = ?`, in.ID).Scan(&wf); err != nil {
+				return fmt.Errorf("sqlite: read existing instance %s: %w", in.ID, err)
+			}
+			if wf != in.Workflow {
+				return &persistence.IDConflictError{ID: in.ID, Workflow: wf, Requested: in.Workflow}
+			}
+			w.res.Existed = append(w.res.Existed, i)
+			continue
+		}
+		for _, e := range c.History {
+			at := e.At
+			if at.IsZero() {
+				at = w.now
+			}
+			if _, err := ev.Exec(in.ID, e.Seq, e.Kind, e.Name, e.Ref, e.Payload, e.Error, e.Digest, at.UnixNano()); err != nil {
+				return fmt.Errorf("sqlite: append history %s#%d: %w", in.ID, e.Seq, err)
+			}
+		}
+	}
+	return nil
 }
 
 // instance updates the instance's row under the step's conditions (lease
