@@ -388,7 +388,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 
 // Savepoints. In a batch of several steps, a step that may fail in the
 // normal course of things runs in a savepoint of its own, so that its
-// failure rolls back only itself: a creation (the ID may be taken), a
+// failure rolls back only itself: a creation (an ID may be taken), a
 // subscription (a mode conflict), a claim, a message that must be
 // delivered or carries an ID to deduplicate. Every other step (an instance
 // appending to its history, consuming its mail, sending, ending) fails
@@ -401,7 +401,7 @@ const guardedBatches = 16
 // mayFail reports whether a step may fail in the normal course of things
 // (see guardedBatches).
 func mayFail(st *persistence.Step) bool {
-	if st.Create != nil || len(st.Subscribe) > 0 || len(st.Claim) > 0 {
+	if st.Create != nil || len(st.CreateMany) > 0 || len(st.Subscribe) > 0 || len(st.Claim) > 0 {
 		return true
 	}
 	for i := range st.Send {
