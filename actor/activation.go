@@ -122,6 +122,12 @@ type activation struct {
 	// registered). Its first wait parks without reading the store (see
 	// await). Workflow goroutine only, once launched.
 	quietMail bool
+	// preMail is the mailbox as read with the instance and its history
+	// when the activation was loaded (persistence.Loader): the first
+	// mailbox scan uses it instead of reading the store, unless a wake
+	// came first (then the mailbox may hold more). Workflow goroutine
+	// only, once launched.
+	preMail *preMail
 	// mailSeen is the last message the latest mailbox scan read; waits is
 	// what the instance's row says it is parked on (see noteWaits).
 	mailSeen int64
@@ -182,7 +188,7 @@ func (a *activation) reset(inst persistence.Instance, hist journal.History) {
 	a.deferred, a.inflight = nil, 0
 	a.comps, a.links = nil, supervisor.Links{}
 	a.locals = nil
-	a.quietMail = false
+	a.quietMail, a.preMail = false, nil
 	if inst.CancelReason != "" {
 		a.cancelReason = inst.CancelReason
 		a.cancOne.Do(func() { close(a.cancelCh) })

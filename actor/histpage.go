@@ -41,6 +41,13 @@ func (p histPage) holds(i int) bool { return i >= p.base && i < p.base+len(p.eve
 // readHist reads the first page of instance id's history of n events from
 // store; later pages are read as replay asks for them.
 func readHist(ctx context.Context, store persistence.Store, id string, n int64, size int) (*journalHist, error) {
+	return readHistFrom(ctx, store, id, n, size, nil)
+}
+
+// readHistFrom is readHist with the first page already read (first, from
+// persistence.Loader.Load, as of the same moment as n): it is used as is
+// when it holds the page, else the page is read.
+func readHistFrom(ctx context.Context, store persistence.Store, id string, n int64, size int, first []persistence.Event) (*journalHist, error) {
 	h := &journalHist{n: int(n), size: size}
 	h.load = func(from int64, limit int) ([]persistence.Event, error) {
 		return store.HistoryRange(ctx, id, from, limit)
@@ -48,7 +55,9 @@ func readHist(ctx context.Context, store persistence.Store, id string, n int64, 
 	if h.n == 0 {
 		return h, nil
 	}
-	if err := h.read(0); err != nil {
+	if limit := min(size, h.n); limit > 0 && len(first) >= limit && first[0].Seq == 0 && first[limit-1].Seq == int64(limit-1) {
+		h.cur = histPage{base: 0, events: first[:limit]}
+	} else if err := h.read(0); err != nil {
 		return nil, err
 	}
 	h.first = h.cur.events[0]

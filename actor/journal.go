@@ -393,6 +393,7 @@ func (a *activation) park(recv []*command) bool {
 		select {
 		case <-a.wakeCh:
 			held = true
+			a.preMail = nil // mail may have come since the load
 			return true
 		case q := <-a.queries:
 			a.answerQuery(q)

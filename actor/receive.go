@@ -121,6 +121,11 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 // order they were issued) and for linked children's failures. It records
 // what it consumes and reports whether anything was resolved.
 func (a *activation) scanMail(recv []*command) bool {
+	// Only the activation's first scan may use the mailbox read at its
+	// load: it has consumed and claimed nothing since (a fetch needs a
+	// mailbox read first), and anything that arrived since wakes it.
+	pre := a.preMail
+	a.preMail = nil
 	if a.takePrefetched(recv) {
 		return true
 	}
@@ -128,10 +133,16 @@ func (a *activation) scanMail(recv []*command) bool {
 		return took
 	}
 	for limit := a.mailboxPage(); ; limit *= 8 {
-		all, err := a.sys.store.Mailbox(a.env.ctx, a.id, limit)
-		if err != nil {
-			a.fail(err)
+		var all []persistence.Message
+		if pre != nil && pre.limit == limit {
+			all = pre.msgs
+		} else {
+			var err error
+			if all, err = a.sys.store.Mailbox(a.env.ctx, a.id, limit); err != nil {
+				a.fail(err)
+			}
 		}
+		pre = nil
 		a.noteMailRead(all, limit)
 		a.checkLinks(recv, all)
 		for i := len(all) - 1; i >= 0; i-- {
@@ -194,6 +205,12 @@ func (a *activation) consumeHeld(c *command, m persistence.Message, claim []pers
 	ok = a.consume(c, m, claim)
 	unwinding = false
 	return ok
+}
+
+// preMail is a mailbox read of limit messages (see activation.preMail).
+type preMail struct {
+	msgs  []persistence.Message
+	limit int
 }
 
 // mailboxPage is the first read of a scan: enough for the largest prefetch.

@@ -921,7 +921,20 @@ func (s *System) endStart(id string, again bool) {
 func (s *System) load(id string) (*activation, error) {
 	// Look before taking the lease: with several nodes most wake-ups are for
 	// instances another node holds, and a read is cheaper than a failed write.
-	cur, err := s.store.Instance(s.ctx, id)
+	// A store that can read the instance, the first page of its history and
+	// its mailbox in one round trip does (most wake-ups are of passivated
+	// instances, which need all three).
+	var pre *persistence.Loaded
+	var cur persistence.Instance
+	var err error
+	if l, ok := s.store.(persistence.Loader); ok {
+		var got persistence.Loaded
+		if got, err = l.Load(s.ctx, id, s.cfg.HistoryPage, mailboxPage); err == nil {
+			cur, pre = got.Instance, &got
+		}
+	} else {
+		cur, err = s.store.Instance(s.ctx, id)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -951,8 +964,13 @@ func (s *System) load(id string) (*activation, error) {
 		if inst, err = s.store.AcquireLease(s.ctx, id, s.cfg.NodeID, s.cfg.LeaseTTL); err != nil {
 			return nil, err
 		}
+		pre = nil // read before the lease was taken: read again under it
 	}
-	hist, err := readHist(s.ctx, s.store, id, inst.HistoryLen, s.cfg.HistoryPage)
+	var first []persistence.Event
+	if pre != nil {
+		first = pre.History
+	}
+	hist, err := readHistFrom(s.ctx, s.store, id, inst.HistoryLen, s.cfg.HistoryPage, first)
 	if err != nil {
 		return nil, err
 	}
@@ -960,7 +978,11 @@ func (s *System) load(id string) (*activation, error) {
 		s.hook(HookEvent{Kind: HookLeaseTakeover, Instance: id, Workflow: def.Name(), Name: cur.LeaseOwner})
 	}
 	s.hook(HookEvent{Kind: HookInstanceActivated, Instance: id, Workflow: def.Name()})
-	return newActivation(s, def, inst, hist), nil
+	a := newActivation(s, def, inst, hist)
+	if pre != nil {
+		a.preMail = &preMail{msgs: pre.Mailbox, limit: mailboxPage}
+	}
+	return a, nil
 }
 
 // launch registers a and starts its actor and workflow goroutine; it ends

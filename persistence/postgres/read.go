@@ -135,17 +135,20 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 		limit = 1000
 	}
 	rows, _ := s.pool.Query(ctx, sqlMailbox, id, int64(limit))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Message, error) {
-		var m persistence.Message
-		var at int64
-		err := row.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Type, &m.Payload, &m.Metadata, &at)
-		m.PublishedAt = fromNS(at)
-		return m, err
-	})
+	out, err := pgx.CollectRows(rows, scanMessage)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read mailbox %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// scanMessage reads one row of sqlMailbox.
+func scanMessage(row pgx.CollectableRow) (persistence.Message, error) {
+	var m persistence.Message
+	var at int64
+	err := row.Scan(&m.Seq, &m.ID, &m.Channel, &m.Target, &m.Sender, &m.Type, &m.Payload, &m.Metadata, &at)
+	m.PublishedAt = fromNS(at)
+	return m, err
 }
 
 // Subscriptions lists an instance's subscriptions.
@@ -257,4 +260,66 @@ func (s *Store) prune(ctx context.Context, what, stmt string, before time.Time, 
 			return total, nil
 		}
 	}
+}
+
+// Load reads an instance, the first events of its run and its mailbox in
+// one round trip, in a read-only REPEATABLE READ transaction (so that the
+// three agree with one another).
+func (s *Store) Load(ctx context.Context, id string, historyLimit, mailboxLimit int) (persistence.Loaded, error) {
+	var out persistence.Loaded
+	if err := persistence.ValidateID("id", id); err != nil {
+		return out, err
+	}
+	if historyLimit <= 0 || mailboxLimit <= 0 {
+		return out, &persistence.InvalidError{Field: "limit", Reason: "history and mailbox limits must be positive"}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return out, fmt.Errorf("postgres: load %s: %w", id, err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(sqlBeginSnapshot)
+	b.Queue(sqlInstance, id)
+	b.Queue(sqlHistoryFirst, id, int64(historyLimit))
+	b.Queue(sqlMailbox, id, int64(mailboxLimit))
+	b.Queue(sqlCommit)
+	br := conn.SendBatch(ctx, b)
+	found := true
+	err = func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		in, err := scanInstance(br.QueryRow())
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			found = false
+		case err != nil:
+			return err
+		}
+		out.Instance = in
+		rows, _ := br.Query()
+		if out.History, err = pgx.CollectRows(rows, scanEvent); err != nil {
+			return err
+		}
+		rows, _ = br.Query()
+		if out.Mailbox, err = pgx.CollectRows(rows, scanMessage); err != nil {
+			return err
+		}
+		_, err = br.Exec()
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.Background(), sqlRollback)
+		}
+		return persistence.Loaded{}, fmt.Errorf("postgres: load %s: %w", id, err)
+	}
+	if !found {
+		return persistence.Loaded{}, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+	}
+	return out, nil
 }

@@ -104,6 +104,8 @@ const (
 	sqlClaimQueue    = "norn_claim_queue"
 
 	sqlHistory       = "norn_history"
+	sqlHistoryFirst  = "norn_history_first"
+	sqlBeginSnapshot = "norn_begin_snapshot"
 	sqlRunnable      = "norn_runnable"
 	sqlRunnableIn    = "norn_runnable_in"
 	sqlMailbox       = "norn_mailbox"
@@ -463,6 +465,10 @@ var statements = map[string]string{
 
 	sqlHistory: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
 		WHERE instance_id = $1::text AND seq >= $2::bigint ORDER BY seq`,
+	// $1 instance, $2 limit: the first events of its run (Load).
+	sqlHistoryFirst: `SELECT seq, kind, name, ref, payload, error, digest, at FROM history
+		WHERE instance_id = $1::text ORDER BY seq LIMIT $2::bigint`,
+	sqlBeginSnapshot: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`,
 	// $1 limit. The server's clock, read once (InitPlan), decides which
 	// leases expired.
 	sqlRunnable: runnableSQL(""),
