@@ -316,16 +316,26 @@ var statements = map[string]string{
 	// rows are locked (KEY SHARE, in ID order) against a subscriber that
 	// unsubscribes or ends meanwhile: its step waits for this one, then
 	// drops the copy with its mailbox; or this one waits for it and skips it.
+	//
+	// It also checks the channel's mode (a direct channel cannot be
+	// published on) and returns the subscribers, to wake, so that a
+	// publish is one statement: chk raises unless no subscriber is
+	// direct, and the result reads chk for every subscriber (with no
+	// subscriber there is nothing to check). The inserts are in the same
+	// statement, so a failed check undoes them.
 	sqlPublish: `WITH subs AS (
 			SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text ORDER BY instance_id FOR KEY SHARE),
+		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
 		copies AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
-			FROM subs WHERE mode = 'broadcast' ORDER BY instance_id)
-		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
-		SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
-		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
-			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`,
+			FROM subs WHERE mode = 'broadcast' ORDER BY instance_id),
+		queued AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+			SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
+			WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
+				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `')))
+		SELECT s.instance_id, s.mode FROM subs s CROSS JOIN chk WHERE chk.ok`,
 	// sqlPublish for a run of messages on one channel, in one statement:
 	// $1 channel, then arrays of $2 msg ids, $3 senders, $4 payloads, $5
 	// metadata (JSON text or NULL), $6 published at, $7 types. Copies and

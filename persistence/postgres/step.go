@@ -472,10 +472,20 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 	}
 	c.lock(false, c.s.chanLocks, m.Channel)
 	r, channel, typ := c.r, m.Channel, m.Type
-	c.add(op{label: "publish", name: sqlPublishSubs, args: []any{m.Channel},
+	c.add(op{label: "publish", name: sqlPublish, args: args,
 		read: func(br pgx.BatchResults) error {
-			ids, mode, err := readSubs(br)
-			if err != nil {
+			rows, _ := br.Query()
+			defer rows.Close()
+			var ids []string
+			var mode string
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id, &mode); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if err := rows.Err(); err != nil {
 				return err
 			}
 			r.res.Woken = append(r.res.Woken, ids...)
@@ -485,7 +495,6 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 			return nil
 		},
 		check: modeConflict(m.Channel, persistence.Broadcast)})
-	c.add(op{label: "publish", name: sqlPublish, args: args})
 }
 
 // timers cancels, fires (each must exist) and adds (or moves) timers.

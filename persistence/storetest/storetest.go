@@ -479,6 +479,24 @@ func testModeConflict(t *testing.T, st persistence.Store) {
 	// Direct sends on a competing channel conflict too.
 	_, err = st.Apply(ctx(), persistence.Step{Send: []persistence.NewMessage{{ID: "d1", Channel: "c", Target: "b"}}})
 	wantErr(t, err, persistence.ErrChannelMode)
+	// So does a publish on a channel with a direct subscriber, and it
+	// leaves nothing behind: no copy, no queued message.
+	create(t, st, "e")
+	apply(t, st, persistence.Step{Instance: "e", Epoch: 1, Subscribe: []persistence.Subscription{{Channel: "calls", Mode: persistence.Direct}}})
+	_, err = st.Apply(ctx(), persistence.Step{Send: []persistence.NewMessage{{ID: "p1", Channel: "calls"}}})
+	wantErr(t, err, persistence.ErrChannelMode)
+	if !errors.As(err, &mc) || mc.Existing != persistence.Direct || mc.Requested != persistence.Broadcast {
+		t.Fatalf("publish on a direct channel: error = %#v", err)
+	}
+	stats, _ := st.ChannelStats(ctx())
+	for _, c := range stats {
+		if c.Channel == "calls" && c.Waiting != 0 {
+			t.Fatalf("a refused publish left %d messages", c.Waiting)
+		}
+	}
+	if ms := mailboxSeqs(t, st, "e"); len(ms) != 0 {
+		t.Fatalf("a refused publish left mail: %+v", ms)
+	}
 }
 
 func testSystemChannels(t *testing.T, st persistence.Store) {
