@@ -66,3 +66,12 @@ func (s *System) Starting() int {
 	defer s.mu.Unlock()
 	return s.starts.Len()
 }
+
+// FetchByClaims makes the fetchers serve every competing receive they may
+// by a claim (claims: the way on a store with several writers), or, on a
+// single-writer store, by mailbox reads but on a backlog.
+func (s *System) FetchByClaims(claims bool) {
+	s.fetchers.mu.Lock()
+	s.fetchers.reads = !claims
+	s.fetchers.mu.Unlock()
+}

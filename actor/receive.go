@@ -121,11 +121,28 @@ func ReceiveAsync[T any](ctx *Context, filters ...mailbox.Filter) *Future[Receiv
 // order they were issued) and for linked children's failures. It records
 // what it consumes and reports whether anything was resolved.
 func (a *activation) scanMail(recv []*command) bool {
-	if a.takePrefetched(recv) {
-		return true
+	for {
+		if a.takePrefetched(recv) {
+			return true
+		}
+		took, read, done := a.fetchQueued(recv)
+		if took || !read {
+			return took
+		}
+		if took, again := a.readMail(recv, done); !again {
+			return took
+		}
 	}
-	if took, read := a.fetchQueued(recv); took || !read {
-		return took
+}
+
+// readMail is scanMail's mailbox read. It reports again when a competing
+// message it picked went to another consumer first: the scan starts over.
+// done, if set, is called once it is over (see activation.fetchQueued),
+// saying whether it saw more queued than it took (or lost a race for it).
+func (a *activation) readMail(recv []*command, done func(backlog bool)) (took, again bool) {
+	backlog := false
+	if done != nil {
+		defer func() { done(backlog || again) }()
 	}
 	for limit := a.mailboxPage(); ; limit *= 8 {
 		all, err := a.sys.store.Mailbox(a.env.ctx, a.id, limit)
@@ -157,21 +174,22 @@ func (a *activation) scanMail(recv []*command) bool {
 			if m.Target == "" {
 				var held bool
 				if held, claim = a.sys.claims.Hold(a, m, claim); !held {
-					return a.scanMail(recv) // another consumer here took it first
+					return false, true // another consumer here took it first
 				}
 			}
 			if a.consumeHeld(c, m, claim) {
 				if len(cands) > 1+len(claim) || len(claim) > 0 && len(all) >= limit {
 					// More waiting than this consumer takes: wake the next.
+					backlog = true
 					a.sys.chainQueued(a, m.Channel)
 				}
-				return true
+				return true, false
 			}
 			// A competing message another consumer took first: look again.
-			return a.scanMail(recv)
+			return false, true
 		}
 		if len(all) < limit || limit >= mailboxScanMax {
-			return false
+			return false, false
 		}
 	}
 }
