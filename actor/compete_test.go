@@ -451,3 +451,74 @@ func TestFetchReadsWithoutBacklog(t *testing.T) {
 		t.Errorf("the consumer wrote %d times for %d messages", n, messages)
 	}
 }
+
+// TestFetchClaimWaitsForReads: on a single-writer store, once a backlog
+// is seen the next ask is served by a claim, which must not run beside a
+// consumer's mailbox read under way (it could move the message that
+// consumer is about to take): the ask waits, and the read's end hands it
+// the lead. Consumer x's read is held as it returns; y reads, takes a
+// message, sees more and asks again, and must wait; x is then stopped
+// and its read ends, so that no later ask of x's can serve y: the read's
+// end must. Every message is consumed once.
+func TestFetchClaimWaitsForReads(t *testing.T) {
+	t.Parallel()
+	const messages = 4
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: base}
+	var armed atomic.Bool
+	var held atomic.Pointer[string]
+	inRead, release := make(chan struct{}), make(chan struct{})
+	in.AfterMailbox = func(id string, msgs []persistence.Message, _ error) {
+		if len(msgs) > 0 && armed.CompareAndSwap(true, false) {
+			held.Store(&id)
+			close(inRead)
+			<-release
+		}
+	}
+	var claims atomic.Int64
+	in.AfterClaimQueue = func(string, []string, persistence.QueueClaim, error) { claims.Add(1) }
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 2)
+	testutil.Eventually(t, 30*time.Second, "both consumers waiting", func() bool {
+		return inspect(t, sys, pids[0]).Status == persistence.StatusWaiting && inspect(t, sys, pids[1]).Status == persistence.StatusWaiting
+	})
+	armed.Store(true)
+	var outs []actor.Outgoing
+	for i := range messages {
+		outs = append(outs, actor.Outgoing{Channel: "jobs", Message: i})
+	}
+	got, err := sys.PublishBatch(ctx, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, id := range got {
+		ids[id] = true
+	}
+	select {
+	case <-inRead:
+	case <-ctx.Done():
+		t.Fatal("no consumer read the published messages")
+	}
+	x := actor.PID(*held.Load())
+	y := pids[0]
+	if y == x {
+		y = pids[1]
+	}
+	testutil.Eventually(t, 30*time.Second, "the other consumer waiting for the read to end", func() bool {
+		return sys.FetchWaiting("jobs") == 1 && len(receivedRefs(inspect(t, sys, y).History)) == 1
+	})
+	if n := claims.Load(); n != 0 {
+		t.Fatalf("%d claims while a read was under way", n)
+	}
+	if !sys.StopActivation(string(x)) {
+		t.Fatalf("%s has no live activation", x)
+	}
+	close(release)
+	consumedOnce(t, sys, pids, ids)
+	if claims.Load() == 0 {
+		t.Fatal("no claim after the backlog: the test did not reach the wait")
+	}
+}

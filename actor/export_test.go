@@ -75,3 +75,13 @@ func (s *System) FetchByClaims(claims bool) {
 	s.fetchers.reads = !claims
 	s.fetchers.mu.Unlock()
 }
+
+// FetchWaiting is how many asks wait at the fetcher of channel ch.
+func (s *System) FetchWaiting(ch string) int {
+	s.fetchers.mu.Lock()
+	defer s.fetchers.mu.Unlock()
+	if cf := s.fetchers.by[ch]; cf != nil {
+		return len(cf.pending)
+	}
+	return 0
+}

@@ -98,6 +98,11 @@ type fetchState struct {
 // fetchQueued asks ch's fetcher for one message for consumer id, of types (nil:
 // any type). It blocks until a claim has answered, or until the fetcher
 // tells it to read its mailbox (reply.read: it must call reply.done).
+//
+// One ask at a time holds the lead (cf.running) and decides for all who
+// wait: a claim for them, or reads. A claim never runs beside reads, so
+// that it does not move a message a reader is about to consume: with a
+// backlog, asks wait for the reads under way to end.
 func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 	req := &fetchReq{id: id, types: types, reply: make(chan fetchReply, 1)}
 	f := &s.fetchers
@@ -111,15 +116,25 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 		f.by[ch] = cf
 	}
 	cf.pending = append(cf.pending, req)
-	if cf.running {
-		f.mu.Unlock()
-		r := <-req.reply
-		if !r.lead {
-			return r
+	lead := !cf.running && !s.waitReads(cf)
+	for {
+		if !lead {
+			f.mu.Unlock()
+			r := <-req.reply
+			if !r.lead {
+				return r
+			}
+			f.mu.Lock()
 		}
-		f.mu.Lock()
+		cf.running = true
+		if !s.waitReads(cf) {
+			break
+		}
+		// Reads began before the backlog was seen: the last to end
+		// passes the lead back.
+		cf.running, lead = false, false
 	}
-	if f.reads && (!cf.backlog || len(cf.pending)+cf.reading < 2) {
+	if f.reads && !cf.backlog {
 		// No claim: all who wait read their mailboxes.
 		cf.running = false
 		var mine fetchReply
@@ -135,7 +150,6 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 		f.mu.Unlock()
 		return mine
 	}
-	cf.running = true
 	batch := cf.pending
 	cf.pending = nil
 	f.mu.Unlock()
@@ -144,15 +158,32 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 
 	f.mu.Lock()
 	cf.backlog = more
-	if len(cf.pending) > 0 {
-		// One who asked during the claim leads next.
-		cf.pending[0].reply <- fetchReply{lead: true}
-	} else {
-		cf.running = false
-		s.dropIdle(ch, cf)
-	}
+	cf.running = false
+	s.passLead(ch, cf)
 	f.mu.Unlock()
 	return mine
+}
+
+// waitReads reports whether the asks on cf must wait for the reads under
+// way: there is a backlog, to be served by a claim; fetchers.mu is held.
+func (s *System) waitReads(cf *channelFetch) bool {
+	return s.fetchers.reads && cf.backlog && cf.reading > 0
+}
+
+// passLead hands the lead of cf, free, to the first ask waiting, if it
+// may decide now; else, if nobody uses cf, forgets it, unless it saw a
+// backlog: the next ask is to claim. fetchers.mu is held.
+func (s *System) passLead(ch string, cf *channelFetch) {
+	switch {
+	case cf.running:
+	case len(cf.pending) > 0:
+		if !s.waitReads(cf) {
+			cf.running = true
+			cf.pending[0].reply <- fetchReply{lead: true}
+		}
+	case cf.reading == 0 && !cf.backlog:
+		delete(s.fetchers.by, ch)
+	}
 }
 
 // readReply tells a consumer to read its mailbox, counted in cf.reading
@@ -169,16 +200,9 @@ func (s *System) readReply(ch string, cf *channelFetch) fetchReply {
 		f.mu.Lock()
 		cf.reading--
 		cf.backlog = backlog
-		s.dropIdle(ch, cf)
+		s.passLead(ch, cf)
 		f.mu.Unlock()
 	}}
-}
-
-// dropIdle forgets cf once nobody uses it; fetchers.mu is held.
-func (s *System) dropIdle(ch string, cf *channelFetch) {
-	if !cf.running && cf.reading == 0 && len(cf.pending) == 0 {
-		delete(s.fetchers.by, ch)
-	}
 }
 
 // claimFor runs the claims for batch, one per set of types asked for,
