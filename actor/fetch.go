@@ -23,13 +23,16 @@ import (
 // message commits with the consumer's next step, often its park: with
 // messages arriving one at a time, two turns per message where a mailbox
 // read (which runs beside the writer) and a consume that claims the
-// message in its own write take one. There the fetcher claims only for
-// consumers that meet on a backlog: when the last claim, or the last
-// consumer's read, saw more queued than it took, and at least two
-// consumers ask at once. Otherwise it tells each consumer that asks to
-// read its mailbox as a receive without the fetcher does (see
-// readReply); the asks that arrive during a claim still wait for it and
-// are served together. On other stores every ask is served by a claim.
+// message in its own write take one. There the fetcher claims only on a
+// backlog: when the last claim, or the last consumer's read, saw more
+// queued than it took (the channel's fetcher is kept while it has one,
+// so that the next ask knows). Otherwise it tells the consumers that ask
+// to read their mailboxes as a receive without the fetcher does (see
+// readReply); under a backlog a batch's claim is one write however many
+// consumers it serves, and their consumes commit together with their
+// next steps. A claim never runs beside this node's reads of the
+// channel: an ask that finds a backlog while reads are under way waits
+// for them to end. On other stores every ask is served by a claim.
 //
 // Exactly once: the claim moves the message into the consumer's mailbox
 // (durably, bound to the instance, not to this node); the consumer records
@@ -41,13 +44,13 @@ import (
 // this node holds, so a stale activation claims nothing. A consumer that
 // reads its mailbox instead takes a queued message only with a step that
 // claims it, which commits only if the message is still queued: if a
-// claim (here or on another node) moved it first, the step is undone and
-// the consumer asks again.
+// claim (on another node) moved it first, the step is undone and the
+// consumer asks again.
 
 // fetchers holds the fetcher of each competing channel; the zero value is
 // ready. There is no goroutine: the first consumer to ask runs the claim
-// for all who asked meanwhile, then hands the lead to one who asked
-// during its claim (see System.fetchQueued).
+// for all who asked meanwhile (or tells them to read), then hands the
+// lead to one who asked during its claim (see System.fetchQueued).
 type fetchers struct {
 	mu sync.Mutex
 	by map[string]*channelFetch
@@ -58,7 +61,7 @@ type fetchers struct {
 // channelFetch is one channel's fetcher; guarded by fetchers.mu.
 type channelFetch struct {
 	pending []*fetchReq
-	running bool // a claim
+	running bool // an ask holds the lead (a claim runs, or it decides)
 	// reading is how many consumers read their mailboxes instead.
 	reading int
 	// backlog: the last claim or read saw more queued than it took.
