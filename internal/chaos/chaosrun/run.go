@@ -152,9 +152,9 @@ type runner struct {
 	crashes    int
 	nacks      int
 
-	published   chan struct{} // closed when the publisher is done
-	pubIDs      []string      // message ID of job i ("" if never published)
-	pubRetries  atomic.Int64
+	published  chan struct{} // closed when the publisher is done
+	pubIDs     []string      // message ID of job i ("" if never published)
+	pubRetries atomic.Int64
 	// stopIDs are the message IDs of the stops published (one per
 	// consumer, once the queue has drained).
 	stopIDs     map[string]bool
