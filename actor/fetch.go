@@ -184,7 +184,7 @@ func (s *System) passLead(ch string, cf *channelFetch) {
 			cf.running = true
 			cf.pending[0].reply <- fetchReply{lead: true}
 		}
-	case cf.reading == 0 && !(s.fetchers.reads && cf.backlog):
+	case cf.reading == 0 && (!s.fetchers.reads || !cf.backlog):
 		delete(s.fetchers.by, ch)
 	}
 }
