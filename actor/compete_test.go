@@ -108,10 +108,18 @@ func consumedOnce(t *testing.T, sys *actor.System, pids []actor.PID, ids map[str
 // TestQueuedPublishBetweenCheckAndPark: a publish committed after a
 // consumer read its mailbox and found nothing, but before it parks, still
 // wakes it (or another consumer): the consumer registers before it reads.
+// The fetcher serves the consumers by claims (as on a store with several
+// writers), or by mailbox reads but on a backlog (SQLite's way); with
+// batch > 1 the publishes come in batches, so that a backlog builds and
+// claims and reads meet.
 func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
-	for _, consumers := range []int{1, 3} {
-		t.Run(fmt.Sprintf("consumers=%d", consumers), func(t *testing.T) {
-			const messages = 20
+	for _, tc := range []struct {
+		consumers, batch int
+		claims           bool
+	}{{1, 1, true}, {3, 1, true}, {1, 1, false}, {3, 1, false}, {3, 3, false}} {
+		t.Run(fmt.Sprintf("consumers=%d,batch=%d,claims=%v", tc.consumers, tc.batch, tc.claims), func(t *testing.T) {
+			consumers := tc.consumers
+			messages := 20 * tc.batch
 			base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
 			in := &testutil.InterceptStore{Store: base}
 			var sys *actor.System
@@ -127,19 +135,25 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 				if found > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
 					return
 				}
-				k := fired.Add(1)
-				if k > messages {
+				k := int(fired.Add(1))
+				if k > messages/tc.batch {
 					return
 				}
-				id, err := sys.Publish(ctx, "jobs", int(k))
+				var outs []actor.Outgoing
+				for i := range tc.batch {
+					outs = append(outs, actor.Outgoing{Channel: "jobs", Message: k*tc.batch + i})
+				}
+				got, err := sys.PublishBatch(ctx, outs)
 				if err != nil {
 					t.Errorf("publish: %v", err)
 					return
 				}
 				mu.Lock()
-				ids[id] = true
+				for _, id := range got {
+					ids[id] = true
+				}
 				mu.Unlock()
-				published.Add(1)
+				published.Add(int64(len(got)))
 			}
 			in.AfterMailbox = func(consumer string, msgs []persistence.Message, rerr error) { emptyRead(consumer, len(msgs), rerr) }
 			in.AfterClaimQueue = func(_ string, consumers []string, qc persistence.QueueClaim, rerr error) {
@@ -147,10 +161,11 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 			}
 			sys = testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+			sys.FetchByClaims(tc.claims)
 			pids := spawnConsumers(t, ctx, sys, consumers)
 			// Wait for the publishes to return, not only to start: a
 			// consumer may take a message before its publisher records it.
-			testutil.Eventually(t, 30*time.Second, "all messages published", func() bool { return published.Load() == messages })
+			testutil.Eventually(t, 30*time.Second, "all messages published", func() bool { return published.Load() == int64(messages) })
 			mu.Lock()
 			defer mu.Unlock()
 			consumedOnce(t, sys, pids, ids)
@@ -372,6 +387,7 @@ func TestFetchedClaimUnanswered(t *testing.T) {
 	st.left.Store(5)
 	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(st, base), Workflows: actor.Register(queueConsumer),
 		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	sys.FetchByClaims(true)
 	ctx := testutil.Ctx(t, 2*time.Minute)
 	pids := spawnConsumers(t, ctx, sys, 3)
 	ids := map[string]bool{}
@@ -388,5 +404,128 @@ func TestFetchedClaimUnanswered(t *testing.T) {
 	}
 	if s := channelStat(t, sys, "jobs"); s.Waiting != 0 {
 		t.Fatalf("%d messages still waiting", s.Waiting)
+	}
+}
+
+// TestFetchReadsWithoutBacklog: on a single-writer store (SQLite) a
+// consumer that takes messages as they come, one at a time, is served by
+// mailbox reads whose consume claims the message in the same write: no
+// ClaimQueue, which would be a turn of the writer of its own, and one
+// consuming write per message.
+func TestFetchReadsWithoutBacklog(t *testing.T) {
+	t.Parallel()
+	const messages = 10
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: base}
+	var claims, writes atomic.Int64
+	var stepsMu sync.Mutex
+	var steps []string
+	in.AfterClaimQueue = func(string, []string, persistence.QueueClaim, error) { claims.Add(1) }
+	in.AfterApply = func(step persistence.Step, _ persistence.StepResult, err error) {
+		if step.Instance == "consumer-0" && len(step.Consume) > 0 && err == nil {
+			writes.Add(1)
+			stepsMu.Lock()
+			steps = append(steps, fmt.Sprintf("%+v", step))
+			stepsMu.Unlock()
+		}
+	}
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 1)
+	testutil.Eventually(t, 30*time.Second, "the consumer waiting", func() bool {
+		return inspect(t, sys, pids[0]).Status == persistence.StatusWaiting
+	})
+	w0 := writes.Load()
+	ids := map[string]bool{}
+	for i := range messages {
+		id, err := sys.Publish(ctx, "jobs", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("message %d consumed", i), func() bool {
+			return len(receivedRefs(inspect(t, sys, pids[0]).History)) == i+1
+		})
+	}
+	consumedOnce(t, sys, pids, ids)
+	if n := claims.Load(); n != 0 {
+		t.Errorf("%d claims ahead of consumes; want none", n)
+	}
+	if n := writes.Load() - w0; n != messages {
+		stepsMu.Lock()
+		t.Errorf("the consumer consumed in %d writes for %d messages:\n%s", n, messages, strings.Join(steps, "\n"))
+		stepsMu.Unlock()
+	}
+}
+
+// TestFetchClaimWaitsForReads: on a single-writer store, once a backlog
+// is seen the next ask is served by a claim, which must not run beside a
+// consumer's mailbox read under way (it could move the message that
+// consumer is about to take): the ask waits, and the read's end hands it
+// the lead. Consumer x's read is held as it returns; y reads, takes a
+// message, sees more and asks again, and must wait; x is then stopped
+// and its read ends, so that no later ask of x's can serve y: the read's
+// end must. Every message is consumed once.
+func TestFetchClaimWaitsForReads(t *testing.T) {
+	t.Parallel()
+	const messages = 4
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: base}
+	var armed atomic.Bool
+	var held atomic.Pointer[string]
+	inRead, release := make(chan struct{}), make(chan struct{})
+	in.AfterMailbox = func(id string, msgs []persistence.Message, _ error) {
+		if len(msgs) > 0 && armed.CompareAndSwap(true, false) {
+			held.Store(&id)
+			close(inRead)
+			<-release
+		}
+	}
+	var claims atomic.Int64
+	in.AfterClaimQueue = func(string, []string, persistence.QueueClaim, error) { claims.Add(1) }
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 2)
+	testutil.Eventually(t, 30*time.Second, "both consumers waiting", func() bool {
+		return inspect(t, sys, pids[0]).Status == persistence.StatusWaiting && inspect(t, sys, pids[1]).Status == persistence.StatusWaiting
+	})
+	armed.Store(true)
+	var outs []actor.Outgoing
+	for i := range messages {
+		outs = append(outs, actor.Outgoing{Channel: "jobs", Message: i})
+	}
+	got, err := sys.PublishBatch(ctx, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, id := range got {
+		ids[id] = true
+	}
+	select {
+	case <-inRead:
+	case <-ctx.Done():
+		t.Fatal("no consumer read the published messages")
+	}
+	x := actor.PID(*held.Load())
+	y := pids[0]
+	if y == x {
+		y = pids[1]
+	}
+	testutil.Eventually(t, 30*time.Second, "the other consumer waiting for the read to end", func() bool {
+		return sys.FetchWaiting("jobs") == 1 && len(receivedRefs(inspect(t, sys, y).History)) == 1
+	})
+	if n := claims.Load(); n != 0 {
+		t.Fatalf("%d claims while a read was under way", n)
+	}
+	if !sys.StopActivation(string(x)) {
+		t.Fatalf("%s has no live activation", x)
+	}
+	close(release)
+	consumedOnce(t, sys, pids, ids)
+	if claims.Load() == 0 {
+		t.Fatal("no claim after the backlog: the test did not reach the wait")
 	}
 }

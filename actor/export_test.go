@@ -66,3 +66,22 @@ func (s *System) Starting() int {
 	defer s.mu.Unlock()
 	return s.starts.Len()
 }
+
+// FetchByClaims makes the fetchers serve every competing receive they may
+// by a claim (claims: the way on a store with several writers), or, on a
+// single-writer store, by mailbox reads but on a backlog.
+func (s *System) FetchByClaims(claims bool) {
+	s.fetchers.mu.Lock()
+	s.fetchers.reads = !claims
+	s.fetchers.mu.Unlock()
+}
+
+// FetchWaiting is how many asks wait at the fetcher of channel ch.
+func (s *System) FetchWaiting(ch string) int {
+	s.fetchers.mu.Lock()
+	defer s.fetchers.mu.Unlock()
+	if cf := s.fetchers.by[ch]; cf != nil {
+		return len(cf.pending)
+	}
+	return 0
+}

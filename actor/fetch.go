@@ -18,6 +18,22 @@ import (
 // handler), and a message is claimed only for a consumer that takes it at
 // once.
 //
+// On a store with a single writer (SQLite) a claim that moves a message is
+// a turn of that writer of its own, and the consume of the claimed
+// message commits with the consumer's next step, often its park: with
+// messages arriving one at a time, two turns per message where a mailbox
+// read (which runs beside the writer) and a consume that claims the
+// message in its own write take one. There the fetcher claims only on a
+// backlog: when the last claim, or the last consumer's read, saw more
+// queued than it took (the channel's fetcher is kept while it has one,
+// so that the next ask knows). Otherwise it tells the consumers that ask
+// to read their mailboxes as a receive without the fetcher does (see
+// readReply); under a backlog a batch's claim is one write however many
+// consumers it serves, and their consumes commit together with their
+// next steps. A claim never runs beside this node's reads of the
+// channel: an ask that finds a backlog while reads are under way waits
+// for them to end. On other stores every ask is served by a claim.
+//
 // Exactly once: the claim moves the message into the consumer's mailbox
 // (durably, bound to the instance, not to this node); the consumer records
 // the take in its history in the step that consumes it. If the activation
@@ -25,21 +41,31 @@ import (
 // instance's next activation, which reads its mailbox before it fetches;
 // if the instance unsubscribes or ends first, the message goes back to
 // the queue with that step. The claim goes only to consumers whose lease
-// this node holds, so a stale activation claims nothing.
+// this node holds, so a stale activation claims nothing. A consumer that
+// reads its mailbox instead takes a queued message only with a step that
+// claims it, which commits only if the message is still queued: if a
+// claim (on another node) moved it first, the step is undone and the
+// consumer asks again.
 
 // fetchers holds the fetcher of each competing channel; the zero value is
 // ready. There is no goroutine: the first consumer to ask runs the claim
-// for all who asked meanwhile, then hands the lead to one who asked
-// during its claim (see System.fetchQueued).
+// for all who asked meanwhile (or tells them to read), then hands the
+// lead to one who asked during its claim (see System.fetchQueued).
 type fetchers struct {
 	mu sync.Mutex
 	by map[string]*channelFetch
+	// reads: claim only on a backlog (the store has a single writer).
+	reads bool
 }
 
 // channelFetch is one channel's fetcher; guarded by fetchers.mu.
 type channelFetch struct {
 	pending []*fetchReq
-	running bool
+	running bool // an ask holds the lead (a claim runs, or it decides)
+	// reading is how many consumers read their mailboxes instead.
+	reading int
+	// backlog: the last claim or read saw more queued than it took.
+	backlog bool
 }
 
 type fetchReq struct {
@@ -53,7 +79,12 @@ type fetchReply struct {
 	ok   bool // m was claimed for this consumer
 	more bool // the queue held more than the claim moved
 	err  error
-	lead bool // run the next claim
+	lead bool // decide the next: a claim, or reads
+	// read: no claim; read the mailbox and consume as a receive without
+	// the fetcher does, then call done, saying whether the read saw more
+	// queued than it took.
+	read bool
+	done func(backlog bool)
 }
 
 // fetchState is an activation's use of the fetchers (workflow goroutine).
@@ -68,7 +99,13 @@ type fetchState struct {
 }
 
 // fetchQueued asks ch's fetcher for one message for consumer id, of types (nil:
-// any type). It blocks until a claim has answered.
+// any type). It blocks until a claim has answered, or until the fetcher
+// tells it to read its mailbox (reply.read: it must call reply.done).
+//
+// One ask at a time holds the lead (cf.running) and decides for all who
+// wait: a claim for them, or reads. A claim never runs beside reads, so
+// that it does not move a message a reader is about to consume: with a
+// backlog, asks wait for the reads under way to end.
 func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 	req := &fetchReq{id: id, types: types, reply: make(chan fetchReply, 1)}
 	f := &s.fetchers
@@ -82,36 +119,99 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 		f.by[ch] = cf
 	}
 	cf.pending = append(cf.pending, req)
-	if cf.running {
-		f.mu.Unlock()
-		r := <-req.reply
-		if !r.lead {
-			return r
+	lead := !cf.running && !s.waitReads(cf)
+	for {
+		if !lead {
+			f.mu.Unlock()
+			r := <-req.reply
+			if !r.lead {
+				return r
+			}
+			f.mu.Lock()
 		}
-		f.mu.Lock()
+		cf.running = true
+		if !s.waitReads(cf) {
+			break
+		}
+		// Reads began before the backlog was seen: the last to end
+		// passes the lead back.
+		cf.running, lead = false, false
 	}
-	cf.running = true
+	if f.reads && !cf.backlog {
+		// No claim: all who wait read their mailboxes.
+		cf.running = false
+		var mine fetchReply
+		for _, r := range cf.pending {
+			rep := s.readReply(ch, cf)
+			if r == req {
+				mine = rep
+			} else {
+				r.reply <- rep
+			}
+		}
+		cf.pending = nil
+		f.mu.Unlock()
+		return mine
+	}
 	batch := cf.pending
 	cf.pending = nil
 	f.mu.Unlock()
 
-	mine := s.claimFor(ch, batch, req)
+	mine, more := s.claimFor(ch, batch, req)
 
 	f.mu.Lock()
-	if len(cf.pending) > 0 {
-		// One who asked during the claim runs the next.
-		cf.pending[0].reply <- fetchReply{lead: true}
-	} else {
-		cf.running = false
-		delete(f.by, ch)
-	}
+	cf.backlog = more
+	cf.running = false
+	s.passLead(ch, cf)
 	f.mu.Unlock()
 	return mine
 }
 
+// waitReads reports whether the asks on cf must wait for the reads under
+// way: there is a backlog, to be served by a claim; fetchers.mu is held.
+func (s *System) waitReads(cf *channelFetch) bool {
+	return s.fetchers.reads && cf.backlog && cf.reading > 0
+}
+
+// passLead hands the lead of cf, free, to the first ask waiting, if it
+// may decide now; else, if nobody uses cf, forgets it, unless it saw a
+// backlog: the next ask is to claim. fetchers.mu is held.
+func (s *System) passLead(ch string, cf *channelFetch) {
+	switch {
+	case cf.running:
+	case len(cf.pending) > 0:
+		if !s.waitReads(cf) {
+			cf.running = true
+			cf.pending[0].reply <- fetchReply{lead: true}
+		}
+	case cf.reading == 0 && (!s.fetchers.reads || !cf.backlog):
+		delete(s.fetchers.by, ch)
+	}
+}
+
+// readReply tells a consumer to read its mailbox, counted in cf.reading
+// until it is done; fetchers.mu is held.
+func (s *System) readReply(ch string, cf *channelFetch) fetchReply {
+	cf.reading++
+	done := false
+	return fetchReply{read: true, done: func(backlog bool) {
+		if done {
+			return
+		}
+		done = true
+		f := &s.fetchers
+		f.mu.Lock()
+		cf.reading--
+		cf.backlog = backlog
+		s.passLead(ch, cf)
+		f.mu.Unlock()
+	}}
+}
+
 // claimFor runs the claims for batch, one per set of types asked for,
-// answers every request but self's, and returns self's answer.
-func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchReply {
+// answers every request but self's, and returns self's answer and whether
+// a claim left more queued.
+func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) (mine fetchReply, more bool) {
 	groups := map[string][]*fetchReq{}
 	var order []string
 	for _, r := range batch {
@@ -124,7 +224,6 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchRep
 		}
 		groups[k] = append(groups[k], r)
 	}
-	var mine fetchReply
 	for _, k := range order {
 		for reqs := groups[k]; len(reqs) > 0; {
 			n := min(len(reqs), persistence.MaxQueueClaim)
@@ -135,6 +234,7 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchRep
 				ids[i] = r.id
 			}
 			qc, err := s.store.ClaimQueue(s.ctx, s.cfg.NodeID, ch, part[0].types, ids)
+			more = more || qc.More
 			got := make(map[string]persistence.Message, len(qc.Messages))
 			for _, m := range qc.Messages {
 				got[m.Target] = m
@@ -150,7 +250,7 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchRep
 			}
 		}
 	}
-	return mine
+	return mine, more
 }
 
 // fetchQueued serves the activation's one waited-for receive from its
@@ -159,30 +259,37 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) fetchRep
 // payload filter, no prefetch), and the activation holds its lease and
 // has read its mailbox once. It reports whether the receive took a
 // message, and whether the mailbox must still be read (the fetch took
-// nothing and the queue, or the mailbox, may hold something for it).
-func (a *activation) fetchQueued(recv []*command) (took, read bool) {
+// nothing and the queue, or the mailbox, may hold something for it). With
+// done set the fetcher made no claim and the mailbox must be read: done
+// is to be called once the read (and the consume of what it found) is
+// over, however that ends, saying whether it saw more queued than it
+// took.
+func (a *activation) fetchQueued(recv []*command) (took, read bool, done func(backlog bool)) {
 	c := a.fetchable(recv)
 	if c == nil {
-		return false, true
+		return false, true, nil
 	}
 	ch := c.recv.spec.Channel
 	r := a.sys.fetchQueued(ch, a.id, c.recv.accept().Types())
+	if r.read {
+		return false, true, r.done
+	}
 	if r.err != nil {
 		// The claim may have committed unanswered: read the mailbox,
 		// where what it moved waits.
 		a.sys.log.Debug("fetch from queue failed; reading the mailbox", "instance", a.id, "channel", ch, "err", r.err)
 		a.fetch.leftover = true
-		return false, true
+		return false, true, nil
 	}
 	if !r.ok {
-		return false, r.more || a.fetch.leftover
+		return false, r.more || a.fetch.leftover, nil
 	}
 	a.consume(c, r.m, nil)
 	if r.more {
 		// More waiting than this consumer takes: wake the next.
 		a.sys.chainQueued(a, ch)
 	}
-	return true, false
+	return true, false, nil
 }
 
 // fetchable is the receive fetchQueued may serve, or nil.

@@ -126,11 +126,32 @@ func (a *activation) scanMail(recv []*command) bool {
 	// mailbox read first), and anything that arrived since wakes it.
 	pre := a.preMail
 	a.preMail = nil
-	if a.takePrefetched(recv) {
-		return true
+	for {
+		if a.takePrefetched(recv) {
+			return true
+		}
+		took, read, done := a.fetchQueued(recv)
+		if took || !read {
+			return took
+		}
+		took, again := a.readMail(recv, done, pre)
+		pre = nil
+		if !again {
+			return took
+		}
 	}
-	if took, read := a.fetchQueued(recv); took || !read {
-		return took
+}
+
+// readMail is scanMail's mailbox read. It reports again when a competing
+// message it picked went to another consumer first: the scan starts over.
+// done, if set, is called once it is over (see activation.fetchQueued),
+// saying whether it saw more queued than it took (or lost a race for it).
+// pre, if set, is the mailbox read at the activation's load: the first
+// read uses it.
+func (a *activation) readMail(recv []*command, done func(backlog bool), pre *preMail) (took, again bool) {
+	backlog := false
+	if done != nil {
+		defer func() { done(backlog || again) }()
 	}
 	for limit := a.mailboxPage(); ; limit *= 8 {
 		var all []persistence.Message
@@ -168,21 +189,22 @@ func (a *activation) scanMail(recv []*command) bool {
 			if m.Target == "" {
 				var held bool
 				if held, claim = a.sys.claims.Hold(a, m, claim); !held {
-					return a.scanMail(recv) // another consumer here took it first
+					return false, true // another consumer here took it first
 				}
 			}
 			if a.consumeHeld(c, m, claim) {
 				if len(cands) > 1+len(claim) || len(claim) > 0 && len(all) >= limit {
 					// More waiting than this consumer takes: wake the next.
+					backlog = true
 					a.sys.chainQueued(a, m.Channel)
 				}
-				return true
+				return true, false
 			}
 			// A competing message another consumer took first: look again.
-			return a.scanMail(recv)
+			return false, true
 		}
 		if len(all) < limit || limit >= mailboxScanMax {
-			return false
+			return false, false
 		}
 	}
 }

@@ -392,6 +392,7 @@ func Start(ctx context.Context, cfg Config) (*System, error) {
 		acts:  map[string]*activation{}, starts: starts.New(cfg.MaxActivating), waiters: map[string][]chan *persistence.Instance{},
 		competing: compete.NewRouter[*activation](),
 	}
+	s.fetchers.reads = cfg.Store.SingleWriter()
 	s.fresh = make(chan struct{}, 8*cfg.MaxActivating)
 	s.role = newRole(cfg)
 	s.rebalanceCh = make(chan struct{}, 1)

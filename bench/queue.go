@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nornlabs/norn/actor"
@@ -88,6 +89,11 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	}
 
 	r.logf("publishing %d messages from %d goroutines to %d consumers (backlog first: %v)", m, pubs, p, r.opts.Backlog)
+	// The store's commits while the messages go through (a count that
+	// load does not distort): group commits, and the writes they carried.
+	commits := &writeCounter{}
+	remove := nd.store.ObserveCommits(commits)
+	defer remove()
 	pubAt := make(stamps, m)
 	t0 := time.Now()
 	batch := max(1, r.opts.PublishBatch)
@@ -120,6 +126,7 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 		}
 	}
 	waitErr := side.consumed.wait(wctx)
+	nCommits, nWrites := commits.commits.Load(), commits.writes.Load()
 	last := side.at.last()
 	wall := last.Sub(t0)
 	if waitErr != nil {
@@ -196,12 +203,15 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	res.Metrics["dup"], res.Metrics["lost"], res.Metrics["unknown"] = float64(dup), float64(lost), float64(unknown)
 	res.Metrics["unconsumed"], res.Metrics["waiting"] = float64(unconsumed), float64(waiting)
 	res.Metrics["publish_per_s"] = rate(m, published)
+	res.Metrics["commits_per_msg"] = float64(nCommits) / float64(m)
+	res.Metrics["writes_per_msg"] = float64(nWrites) / float64(m)
 	mode := ""
 	if r.opts.Backlog {
 		mode = "drain of a full queue; "
 	}
-	res.Extra = fmt.Sprintf("%spublish→consume; %d consumers (prefetch %d), %d publishers (%d per commit); publish %s msg/s; max %s; store check: %d dup, %d lost",
-		mode, p, max(1, r.opts.Prefetch), pubs, batch, fmtRate(rate(m, published)), fmtDur(l.Max), dup, lost)
+	res.Extra = fmt.Sprintf("%spublish→consume; %d consumers (prefetch %d), %d publishers (%d per commit); publish %s msg/s; max %s; %.2f commits, %.2f writes per msg; store check: %d dup, %d lost",
+		mode, p, max(1, r.opts.Prefetch), pubs, batch, fmtRate(rate(m, published)), fmtDur(l.Max),
+		res.Metrics["commits_per_msg"], res.Metrics["writes_per_msg"], dup, lost)
 	if unconsumed > 0 {
 		res.Extra += fmt.Sprintf(" (%d unconsumed, %d of them still queued)", unconsumed, waiting)
 	}
@@ -215,6 +225,15 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 		return res, errors.New("store check failed: messages duplicated or lost")
 	}
 	return res, nil
+}
+
+// writeCounter counts a store's commits and the writes (steps) they
+// carried.
+type writeCounter struct{ commits, writes atomic.Int64 }
+
+func (c *writeCounter) ObserveCommit(ci persistence.CommitInfo) {
+	c.commits.Add(1)
+	c.writes.Add(int64(ci.Steps))
 }
 
 // receivedInt decodes the int payload of a recorded "received" event (a

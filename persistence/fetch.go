@@ -32,6 +32,14 @@ type QueueClaimer interface {
 	// same message. consumers must be distinct instance IDs, at most
 	// MaxQueueClaim of them (an *InvalidError otherwise).
 	ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (QueueClaim, error)
+
+	// SingleWriter reports whether the store commits every write on one
+	// writer, in turns, while reads run beside it (SQLite): there a
+	// ClaimQueue that moves a message is a turn of the writer on its own,
+	// while a mailbox read costs next to none and its consume claims the
+	// message in the same write. A node's fetcher then claims ahead only
+	// for consumers meeting on a backlog (see the actor package).
+	SingleWriter() bool
 }
 
 // QueueClaim is what one ClaimQueue moved.

@@ -18,10 +18,13 @@
 //     workers and count once a worker has acknowledged them (an
 //     unacknowledged one is asked again, by ID, from a live worker).
 //   - queue: -consumers consumer instances on one competing channel; each
-//     receives in a loop and records every message with an activity that
-//     logs the message ID. The command publishes -workflows messages with
-//     System.Publish from a node of its own that runs no workflows; once the
-//     channel has drained, it sends each consumer a stop by PID.
+//     receives on that channel in a loop (the receive a node's fetcher
+//     serves: no other filter, no prefetch) and records every message with
+//     an activity that logs the message ID. The command publishes
+//     -workflows messages with System.Publish from a node of its own that
+//     runs no workflows; once the channel has drained, it publishes one
+//     stop per consumer on it, and each consumer ends on the first stop it
+//     receives (a stop received twice counts as recorded twice).
 //   - tx: -workflows instances of a workflow with one transactional
 //     activity (actor.TxActivity) that increments a row of a user table,
 //     chaos_counter, in the store's own database (16 rows per run, so that

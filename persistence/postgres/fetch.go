@@ -44,6 +44,10 @@ const claimQueueSQL = `WITH e AS MATERIALIZED (
 			AND NOT EXISTS (SELECT 1 FROM h WHERE h.seq = q.seq))
 	ORDER BY 1`
 
+// SingleWriter implements persistence.QueueClaimer: writers run on
+// connections of their own.
+func (s *Store) SingleWriter() bool { return false }
+
 // ClaimQueue implements persistence.QueueClaimer. It is not retried: a
 // claim whose commit was not acknowledged may have moved messages, which
 // their consumers find by reading their mailboxes.

@@ -26,6 +26,10 @@ const (
 	queueLeftSQL = `SELECT EXISTS (SELECT 1 FROM messages WHERE channel = ?1 AND target IS NULL)`
 )
 
+// SingleWriter implements persistence.QueueClaimer: one connection
+// writes, in group commits.
+func (s *Store) SingleWriter() bool { return true }
+
 // ClaimQueue implements persistence.QueueClaimer: one request of the
 // writer, so that it commits with the steps around it.
 func (s *Store) ClaimQueue(ctx context.Context, owner, channel string, types, consumers []string) (persistence.QueueClaim, error) {

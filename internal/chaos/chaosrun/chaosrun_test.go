@@ -34,12 +34,15 @@ func short(t *testing.T, store string, workers int) {
 	if os.Getenv("NORN_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// NORN_TEST_SOAK=1: 3,000 workflows and messages, 100 kills.
+	workflows, kills := testutil.Soak(t, 500, 3000), testutil.Soak(t, 20, 100)
+	deadline := time.Duration(testutil.Soak(t, 3, 20)) * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), deadline+2*time.Minute)
 	defer cancel()
-	results, err := chaosrun.Run(ctx, chaosrun.Config{Store: store, Workflows: 500, Kills: 20, Workers: workers,
-		// The run takes 10–25 s here (with -race); the deadline is only
-		// there to turn a hang into "stuck".
-		Chain: true, Queue: true, Timeout: 3 * time.Minute, WorkerCommand: []string{os.Args[0], "-test.run=^$"},
+	results, err := chaosrun.Run(ctx, chaosrun.Config{Store: store, Workflows: workflows, Kills: kills, Workers: workers,
+		// The short run takes 10–25 s here (with -race); the deadline is
+		// only there to turn a hang into "stuck".
+		Chain: true, Queue: true, Timeout: deadline, WorkerCommand: []string{os.Args[0], "-test.run=^$"},
 		Dir: dir, Logger: log})
 	if err != nil {
 		t.Fatalf("chaos run: %v\n%s", err, logs.String())
@@ -56,11 +59,11 @@ func short(t *testing.T, store string, workers int) {
 		for _, n := range r.Notes {
 			t.Logf("%s: %s", r.Mode, n)
 		}
-		if !r.OK() || r.Completed != r.Items || r.Items != 500 {
+		if !r.OK() || r.Completed != r.Items || r.Items != workflows {
 			t.Errorf("%s (seed %d): %d of %d completed, %d lost, %d recorded twice, %d stuck, %d failed, %d never ran, %d crashes",
 				r.Mode, r.Seed, r.Completed, r.Items, r.Lost, r.RecordedTwice, r.Stuck, r.Failed, r.NeverRan, r.Crashes)
 		}
-		if r.Kills < 10 {
+		if r.Kills < kills/2 {
 			t.Errorf("%s: only %d kills; the run proves little", r.Mode, r.Kills)
 		}
 	}

@@ -255,6 +255,7 @@ func (r *runner) checkQueue(ctx context.Context, effects map[string]int) (Result
 	received := map[string]int{}    // message ID → "received" events across consumers
 	receivedBy := map[string]bool{} // message ID → received by a consumer that ended
 	recorded := map[string]int{}    // message ID → "record" activity results across consumers
+	stops := map[string]int{}       // stop message ID → "received" events across consumers
 	foreign := 0
 	for j := range r.cfg.Consumers {
 		id := consumerID(r.run, j)
@@ -284,20 +285,25 @@ func (r *runner) checkQueue(ctx context.Context, effects map[string]int) (Result
 			res.Failed++
 			res.note("%s: %s: %s", id, inst.Status, inst.Error)
 		}
+		ownStops := 0
 		for _, e := range hist {
 			if e.Kind != kindReceived {
 				continue
 			}
-			if published[e.Ref] {
+			switch {
+			case published[e.Ref]:
 				received[e.Ref]++
 				receivedBy[e.Ref] = receivedBy[e.Ref] || ended
-				continue
-			}
-			// Anything else should be the stop, sent by PID (no channel).
-			var m struct{ Channel string }
-			if err := json.Unmarshal(e.Payload, &m); err != nil || m.Channel != "" {
+			case r.stopIDs[e.Ref]:
+				stops[e.Ref]++
+				ownStops++
+			default:
 				foreign++
 			}
+		}
+		if ownStops > 1 {
+			res.RecordedTwice += ownStops - 1
+			res.note("%s: received %d stops", id, ownStops)
 		}
 		for ref, e := range activities(&res, id, hist, effects) {
 			var msgID string
@@ -309,7 +315,13 @@ func (r *runner) checkQueue(ctx context.Context, effects map[string]int) (Result
 			recorded[msgID]++
 		}
 	}
-	if retries := int(r.pubRetries.Load()); foreign > retries {
+	for id, n := range stops {
+		if n > 1 {
+			res.RecordedTwice += n - 1
+			res.note("stop %s received %d times", id, n)
+		}
+	}
+	if retries := int(r.pubRetries.Load()) + r.stopsFailed; foreign > retries {
 		// A retried Publish may have committed the first time as well;
 		// anything beyond that came from nowhere.
 		res.Failed += foreign - retries

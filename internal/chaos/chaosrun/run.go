@@ -152,10 +152,13 @@ type runner struct {
 	crashes    int
 	nacks      int
 
-	published   chan struct{} // closed when the publisher is done
-	pubIDs      []string      // message ID of job i ("" if never published)
-	pubRetries  atomic.Int64
-	stopsSent   map[int]bool
+	published  chan struct{} // closed when the publisher is done
+	pubIDs     []string      // message ID of job i ("" if never published)
+	pubRetries atomic.Int64
+	// stopIDs are the message IDs of the stops published (one per
+	// consumer, once the queue has drained).
+	stopIDs     map[string]bool
+	stopsFailed int // publishes of a stop that failed (and were tried again)
 	chainDone   bool
 	txDone      bool
 	queueDone   bool
@@ -200,7 +203,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	r := &runner{
 		cfg: cfg, rng: mrand.New(mrand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), run: "x" + randomHex(4),
 		storeURL: cfg.Store, effects: filepath.Join(cfg.Dir, "effects.log"),
-		events: make(chan event, 1024), quit: make(chan struct{}), acked: map[item]bool{}, stopsSent: map[int]bool{},
+		events: make(chan event, 1024), quit: make(chan struct{}), acked: map[item]bool{}, stopIDs: map[string]bool{},
 		published: make(chan struct{}),
 	}
 	if r.storeURL == "" {
@@ -514,8 +517,8 @@ func (r *runner) handle(ev event) error {
 	return nil
 }
 
-// checkEnd looks at the store: have the workloads ended? It also sends
-// the consumers their stop once the queue has drained.
+// checkEnd looks at the store: have the workloads ended? It also
+// publishes the consumers' stops once the queue has drained.
 func (r *runner) checkEnd(ctx context.Context) bool {
 	if r.cfg.Chain && !r.chainDone && r.allAcked("chain") {
 		open, err := r.anyOpen(ctx, chainName, chainPrefix(r.run))
@@ -529,17 +532,17 @@ func (r *runner) checkEnd(ctx context.Context) bool {
 		}
 	}
 	if r.cfg.Queue && !r.queueDone && r.allAcked("consumer") && isClosed(r.published) {
-		if len(r.stopsSent) < r.cfg.Consumers {
+		if len(r.stopIDs) < r.cfg.Consumers {
 			waiting, err := r.waiting(ctx)
 			if err != nil {
 				r.log.Warn("store check", "err", err)
 				return false
 			}
-			if waiting == 0 {
-				r.sendStops(ctx)
+			if waiting == 0 || len(r.stopIDs) > 0 {
+				r.publishStops(ctx)
 			}
 		}
-		if len(r.stopsSent) == r.cfg.Consumers {
+		if len(r.stopIDs) == r.cfg.Consumers {
 			open, err := r.anyOpen(ctx, consumerName, consumerPrefix(r.run))
 			if err != nil {
 				r.log.Warn("store check", "err", err)
@@ -604,23 +607,21 @@ func (r *runner) waiting(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
-// sendStops tells every consumer to end. A failed Send is tried again on a
-// later tick; a consumer that has already ended needs no stop.
-func (r *runner) sendStops(ctx context.Context) {
-	for j := range r.cfg.Consumers {
-		if r.stopsSent[j] {
-			continue
+// publishStops publishes one stop per consumer on the channel, behind
+// every job: each consumer ends on the first it receives, so each takes
+// one. A failed Publish is tried again on a later tick (it may have
+// committed anyway: a stop to spare, which stays queued).
+func (r *runner) publishStops(ctx context.Context) {
+	for len(r.stopIDs) < r.cfg.Consumers {
+		id, err := r.sys.Publish(ctx, channelName(r.run), job{Stop: true})
+		if err != nil {
+			r.stopsFailed++
+			r.log.Warn("publish stop", "err", err)
+			return
 		}
-		err := r.sys.Send(ctx, actor.PID(consumerID(r.run, j)), job{Stop: true})
-		if err != nil && !errors.Is(err, persistence.ErrInstanceDone) {
-			r.log.Warn("send stop", "consumer", j, "err", err)
-			continue
-		}
-		r.stopsSent[j] = true
+		r.stopIDs[id] = true
 	}
-	if len(r.stopsSent) == r.cfg.Consumers {
-		r.log.Info("queue drained; consumers told to stop", "executions", r.progress.lines, "kills", r.kills)
-	}
+	r.log.Info("queue drained; a stop published for each consumer", "executions", r.progress.lines, "kills", r.kills)
 }
 
 // publish publishes job i for every i from a few goroutines; a Publish

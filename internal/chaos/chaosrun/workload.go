@@ -52,8 +52,8 @@ func txRow(run string, i int) string { return fmt.Sprintf("%s-%d", run, i%txRows
 // txWant is what tx workflow i returns.
 func txWant(i int) int { return i*10 + 1 }
 
-// job is what the queue carries: published work, or (sent by PID once the
-// queue is drained) the order to end.
+// job is what the queue carries: published work, or (published once the
+// queue is drained, one per consumer) the order to end.
 type job struct {
 	N    int  `json:"n,omitempty"`
 	Stop bool `json:"stop,omitempty"`
@@ -109,9 +109,9 @@ func work(ctx context.Context, key string) error {
 //
 //   - chain: three "step" activities in sequence, each logging its call;
 //   - consumer: subscribes to a competing channel and records every message
-//     it receives with a "record" activity (which logs the message ID and
-//     returns it, so the history itself says which message each record
-//     recorded), until a job with Stop arrives by PID;
+//     it receives there with a "record" activity (which logs the message ID
+//     and returns it, so the history itself says which message each record
+//     recorded), until it receives a job with Stop;
 //   - tx: one "count" transactional activity incrementing a counter row.
 func workflows(effects *effectLog, run string) (*actor.WorkflowDef[int, int], *actor.WorkflowDef[string, int], *actor.WorkflowDef[int, int]) {
 	step := actor.Activity(stepName, func(ctx context.Context, n int) (int, error) {
@@ -138,8 +138,9 @@ func workflows(effects *effectLog, run string) (*actor.WorkflowDef[int, int], *a
 			return 0, err
 		}
 		for n := 0; ; n++ {
-			// No filter: the channel's queue and mail by PID (the stop) both.
-			m, err := actor.Receive[job](ctx)
+			// On the channel alone, with no other filter: the receive a
+			// node's fetcher serves (the stop comes on the channel too).
+			m, err := actor.Receive[job](ctx, mailbox.OnChannel(channel))
 			if err != nil {
 				return n, err
 			}
