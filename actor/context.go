@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nornlabs/norn/actor/internal/journal"
@@ -220,7 +221,8 @@ func (c *Context) Publish(channel string, msg any, opts ...SendOption) (string, 
 // subscribed; a competing one also takes those already waiting in the
 // channel's queue (kept for at most Config.QueueRetention). Options:
 // mailbox.Prefetch, for a competing consumer to take several messages per
-// claim.
+// claim. The runtime's channels (names starting with "$") are refused with
+// ErrReserved: Monitor and Link subscribe to Downs.
 func (c *Context) Subscribe(channel string, mode mailbox.Mode, opts ...mailbox.SubscribeOption) error {
 	a := c.a
 	if channel == "" || !mode.Valid() {
@@ -233,6 +235,12 @@ func (c *Context) Subscribe(channel string, mode mailbox.Mode, opts ...mailbox.S
 	}
 	if err := validID("channel", channel); err != nil {
 		return err
+	}
+	// The runtime's own channels ($down:…, monitors' Downs) are subscribed
+	// by the runtime alone: a subscription of another mode would take the
+	// Downs from the monitors, or refuse their subscriptions.
+	if strings.HasPrefix(channel, persistence.SystemChannelPrefix) {
+		return &reservedError{what: fmt.Sprintf("channel %q", channel)}
 	}
 	e := a.immediate(EventSubscribed, channel, digest([]byte(mode)), func() persistence.Event {
 		return a.effect(persistence.Event{Kind: EventSubscribed, Name: channel, Payload: []byte(mode), Digest: digest([]byte(mode))},

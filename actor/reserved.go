@@ -13,8 +13,8 @@ import (
 // start with "$" (the Downs of links and monitors, exit signals) and
 // messages of type mailbox.Down are written by the runtime only, so that an
 // instance can trust them: Send, SendOn, Publish, Deliver, PublishBatch and
-// the same calls inside a workflow refuse them. It matches ErrInvalidInput
-// too.
+// the same calls inside a workflow refuse them, and Context.Subscribe
+// refuses those channels. It matches ErrInvalidInput too.
 var ErrReserved = errors.New("norn: reserved for the runtime")
 
 // reservedError says what was refused and why.

@@ -21,7 +21,8 @@ func TestSystemMessagesCannotBeForged(t *testing.T) {
 		err1 := ctx.SendOn(mailbox.DownChannel, actor.PID(target), "x")
 		err2 := ctx.Send(actor.PID(target), mailbox.Down{PID: "child", Status: "failed"})
 		_, err3 := ctx.Publish("$exit", 1)
-		for _, err := range []error{err1, err2, err3} {
+		err4 := ctx.Subscribe("$down:"+target, mailbox.Competing)
+		for _, err := range []error{err1, err2, err3, err4} {
 			if !errors.Is(err, actor.ErrReserved) {
 				return "", err
 			}
