@@ -273,8 +273,9 @@ func stepKey(st persistence.Step) string {
 // before it stand, and a second pipeline rolls back to the failed step's
 // savepoint, runs whatever decides its outcome (a diagnosis) and goes on
 // with the steps after it; if not, the batch runs again, every step in a
-// savepoint. A batch costs one round trip, plus one per failed step. It returns the error that failed the whole transaction, if
-// one did (steps that failed on their own do not count).
+// savepoint. A batch costs one round trip, plus one per failed step. It
+// returns the error that failed the whole transaction, if one did (steps
+// that failed on their own do not count).
 func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) error {
 	multi := len(batch) > 1
 	guarded := s.guarded.Load() > 0
