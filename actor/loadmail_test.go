@@ -72,3 +72,67 @@ func TestMailAfterLoadIsReceived(t *testing.T) {
 		t.Fatalf("Await = %q, %v; want late", got, err)
 	}
 }
+
+// Mail that arrives while a passivated instance is being loaded (after the
+// store read its mailbox, before the activation is registered) is
+// received: sent from this node, and from another process (its
+// notification comes through PostgreSQL).
+func TestMailDuringLoadIsReceived(t *testing.T) {
+	two := actor.Workflow("two", func(ctx *actor.Context, _ int) (string, error) {
+		a, err := actor.Receive[string](ctx)
+		if err != nil {
+			return "", err
+		}
+		b, err := actor.Receive[string](ctx)
+		return a.Value + b.Value, err
+	})
+	for _, remote := range []bool{false, true} {
+		t.Run(map[bool]string{false: "local send", true: "remote send"}[remote], func(t *testing.T) {
+			url := testutil.PostgresURL(t)
+			st, other := openPostgres(t, url), openPostgres(t, url)
+			ctx := testutil.Ctx(t, liveWait)
+			// Park it in its first receive until it passivates (waiting,
+			// no lease), then stop that node.
+			passivated := make(chan struct{}, 1)
+			first, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(two), Logger: testutil.Logger(),
+				PassivateAfter: 20 * time.Millisecond, RecoveryInterval: time.Hour,
+				Hooks: hookFunc(func(e actor.HookEvent) {
+					if e.Kind == actor.HookInstancePassivated {
+						passivated <- struct{}{}
+					}
+				})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, err := actor.Spawn(ctx, first, two, 0, actor.WithID("l1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-passivated:
+			case <-ctx.Done():
+				t.Fatal("the instance never passivated")
+			}
+			if err := first.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			remoteSend(t, other, pid, "a")
+			// The next node's start-up pass loads it (one read of instance,
+			// history and mailbox); it pauses there.
+			g := newPausePoint()
+			sys := testutil.StartNode(t, slowNets(actor.Config{Store: st, Workflows: actor.Register(two),
+				Hooks: pauseAt(g, actor.HookInstanceActivated, "l1")}))
+			g.wait(t)
+			if remote {
+				remoteSend(t, other, pid, "b")
+			} else if err := sys.Send(ctx, pid, "b"); err != nil {
+				t.Fatal(err)
+			}
+			g.open()
+			got, err := actor.Await(ctx, sys, two, pid)
+			if err != nil || got != "ab" {
+				t.Fatalf("Await = %q, %v; want ab", got, err)
+			}
+		})
+	}
+}
