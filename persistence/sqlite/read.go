@@ -158,7 +158,7 @@ func (s *Store) Runnable(ctx context.Context, buckets []int, limit int) ([]strin
 // and the join order are fixed (INDEXED BY, CROSS JOIN): without
 // statistics SQLite would read the waiting instances by status instead.
 func runnableSQL(buckets []int) string {
-	free := `(i.lease_owner IS NULL OR i.lease_expires < ?1)` + strings.ReplaceAll(bucketFilter(buckets), "bucket", "i.bucket")
+	free := `(i.lease_owner IS NULL OR i.lease_expires < ?1)` + bucketFilterOn("i.bucket", buckets)
 	return `WITH RECURSIVE mail(id) AS (
 		SELECT min(target) FROM messages WHERE target IS NOT NULL
 		UNION ALL
@@ -198,12 +198,15 @@ const livePredicate = `(status = 'running' OR status = 'waiting' OR status = 'co
 // bucket set, or nothing for nil (every bucket). The buckets are validated
 // integers, written into the query text: one placeholder per bucket would
 // do no better, and the read pool prepares each query anyway.
-func bucketFilter(buckets []int) string {
+func bucketFilter(buckets []int) string { return bucketFilterOn("bucket", buckets) }
+
+// bucketFilterOn is bucketFilter on the column col.
+func bucketFilterOn(col string, buckets []int) string {
 	if buckets == nil {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(" AND bucket IN (")
+	b.WriteString(" AND " + col + " IN (")
 	for i, n := range buckets {
 		if i > 0 {
 			b.WriteByte(',')
