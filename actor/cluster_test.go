@@ -324,6 +324,15 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 		defer l.mu.Unlock()
 		return l.takeovers["a"] > 0
 	})
+	// b finds at its next renewal that its leases were taken, and stops
+	// the activations it still had, without writing. (Before the sends:
+	// one that a wake reached first would be fenced at its write instead,
+	// and not counted as lost.)
+	testutil.Eventually(t, 30*time.Second, "b stopped its taken-over activations", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.stopped["b"] == len(onB) && l.lost["b"] == len(onB)
+	})
 	for _, pid := range onB {
 		if err := a.Send(ctx, pid, "taken"); err != nil {
 			t.Fatal(err)
@@ -337,13 +346,4 @@ func TestClusterTakesOverDeadNode(t *testing.T) {
 			t.Fatalf("%s finished, but its last activation was on %v", pid, ns)
 		}
 	}
-	// b finds at its next renewal that its leases were taken, and stops
-	// the activations it still had, without writing; one that a wake
-	// reached first is fenced at its write instead. Either way every
-	// activation on b ends, and none completed there (checked above).
-	testutil.Eventually(t, 30*time.Second, "b stopped its taken-over activations", func() bool {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.stopped["b"] == len(onB) && l.lost["b"] > 0
-	})
 }
