@@ -93,15 +93,17 @@ func rescanPayload(origin string) string {
 //
 // fn(nil) asks for a rescan. Listen calls it once the first LISTEN is in
 // place (anything woken before then went unheard) and after every
-// reconnect. fn should return quickly; notifications queue on the
-// connection while it runs.
+// reconnect, and once more a few seconds after each: a store that saw no
+// other listener sends no notifications, and looks again only about once a
+// second (see othersListening). fn should return quickly; notifications
+// queue on the connection while it runs.
 //
 // When the connection drops, Listen reconnects with back-off (100ms doubling
 // up to 5s) for as long as ctx lasts. An idle connection is pinged every 30
 // seconds so that a silently dead one is noticed. Listen returns ctx.Err()
 // when ctx ends, or persistence.ErrStoreClosed when the store is closed.
 func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
-	return s.listenLoop(ctx, s.channel, "wake-up", func() { fn(nil) }, func(payload string) {
+	return s.listenLoop(ctx, s.channel, "wake-up", true, func() { fn(nil) }, func(payload string) {
 		var msg wakeMsg
 		if err := json.Unmarshal([]byte(payload), &msg); err != nil {
 			s.opts.Logger.Warn("norn/postgres: malformed wake-up notification", "payload", payload, "err", err)
@@ -123,8 +125,10 @@ func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
 // calling goroutine, until ctx ends or the store is closed. It calls
 // connected once each LISTEN is in place (the first, and after every
 // reconnect): whatever was notified before went unheard. what names the
-// listener in log lines.
-func (s *Store) listenLoop(ctx context.Context, channel, what string, connected func(), notified func(payload string)) error {
+// listener in log lines. A wake-up listener (present) also holds the lock
+// that tells other stores it listens, and calls connected a second time
+// presenceLag after each connect.
+func (s *Store) listenLoop(ctx context.Context, channel, what string, present bool, connected func(), notified func(payload string)) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -147,11 +151,25 @@ func (s *Store) listenLoop(ctx context.Context, channel, what string, connected 
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
 	for {
-		conn, err := s.listenConn(lctx, channel)
+		conn, err := s.listenConn(lctx, channel, present)
 		if err == nil {
 			backoff = minBackoff
+			var again time.Time
+			if present {
+				again = time.Now().Add(time.Duration(s.presenceLag.Load()))
+			}
 			connected()
-			err = s.receive(lctx, conn, notified)
+			err = s.receive(lctx, conn, notified, again, connected)
+			if present {
+				// Before the close: once the backend is gone its PID may
+				// be another store's.
+				pid := conn.PgConn().PID()
+				s.listenMu.Lock()
+				if s.listenPIDs[pid]--; s.listenPIDs[pid] <= 0 {
+					delete(s.listenPIDs, pid)
+				}
+				s.listenMu.Unlock()
+			}
 			closeCtx, c := context.WithTimeout(context.Background(), time.Second)
 			conn.Close(closeCtx)
 			c()
@@ -169,8 +187,10 @@ func (s *Store) listenLoop(ctx context.Context, channel, what string, connected 
 	}
 }
 
-// listenConn connects and LISTENs.
-func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, error) {
+// listenConn connects and LISTENs; if present, it then takes the shared
+// advisory lock that tells other stores a wake-up listener is there (see
+// othersListening), and records its backend as this store's own.
+func (s *Store) listenConn(ctx context.Context, channel string, present bool) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.listen.Copy())
 	if err != nil {
 		return nil, err
@@ -178,6 +198,15 @@ func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, erro
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		conn.Close(context.Background())
 		return nil, err
+	}
+	if present {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1::integer, $2::integer)", s.listenerLocks, lockHash(channel)); err != nil {
+			conn.Close(context.Background())
+			return nil, err
+		}
+		s.listenMu.Lock()
+		s.listenPIDs[conn.PgConn().PID()]++
+		s.listenMu.Unlock()
 	}
 	return conn, nil
 }
@@ -187,15 +216,24 @@ func (s *Store) listenConn(ctx context.Context, channel string) (*pgx.Conn, erro
 var listenPing = 30 * time.Second
 
 // receive hands the payloads of notifications to fn until the connection
-// fails or ctx ends.
-func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(payload string)) error {
+// fails or ctx ends. If again is set, it calls rescan once at that time.
+func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(payload string), again time.Time, rescan func()) error {
 	for {
-		wctx, cancel := context.WithTimeout(ctx, listenPing)
+		wait := listenPing
+		if !again.IsZero() {
+			wait = min(wait, time.Until(again))
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil || !errors.Is(wctx.Err(), context.DeadlineExceeded) || conn.IsClosed() {
 				return err
+			}
+			if !again.IsZero() && !time.Now().Before(again) {
+				again = time.Time{}
+				rescan()
+				continue
 			}
 			// Idle for a while: make sure the connection still works.
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -230,7 +268,7 @@ func (s *Store) ListenOutbox(ctx context.Context) (<-chan struct{}, error) {
 	}
 	go func() {
 		defer close(ch)
-		_ = s.listenLoop(ctx, s.outboxChannel, "outbox", signal, func(payload string) {
+		_ = s.listenLoop(ctx, s.outboxChannel, "outbox", false, signal, func(payload string) {
 			if payload != s.origin {
 				signal()
 			}

@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
@@ -29,6 +33,7 @@ func TestListenPingsIdleConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	b.presenceLag.Store(int64(time.Hour)) // only reconnects rescan
 
 	var mu sync.Mutex
 	var nils int
@@ -51,6 +56,11 @@ func TestListenPingsIdleConnection(t *testing.T) {
 		cancel()
 		<-done
 	}()
+	testutil.Eventually(t, 10*time.Second, "the listener to start", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return nils == 1
+	})
 	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseOwner: "n", LeaseEpoch: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +80,151 @@ func TestListenPingsIdleConnection(t *testing.T) {
 	defer mu.Unlock()
 	if nils != 1 {
 		t.Fatalf("fn(nil) called %d times, want 1 (no reconnect)", nils)
+	}
+}
+
+// listenFor runs st.Listen until the test ends, counting rescans and the
+// IDs heard, and waits for its first rescan (the listener is in place).
+func listenFor(t *testing.T, st *Store) (nils func() int, heard func(id string) bool) {
+	t.Helper()
+	var mu sync.Mutex
+	n, ids := 0, map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Listen(ctx, func(got []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if got == nil {
+				n++
+			}
+			for _, id := range got {
+				ids[id] = true
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	nils = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+	heard = func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ids[id]
+	}
+	testutil.Eventually(t, 10*time.Second, "the listener to start", func() bool { return nils() >= 1 })
+	return nils, heard
+}
+
+// A store sends wake-up notifications only when another store listens: its
+// own listener does not count, nor does a connection that LISTENs without
+// announcing itself.
+func TestWakeOnlyWhenOthersListen(t *testing.T) {
+	ctx := context.Background()
+	url := testutil.PostgresURL(t)
+	raw, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(ctx)
+	if _, err := raw.Exec(ctx, `LISTEN "norn_wake"`); err != nil {
+		t.Fatal(err)
+	}
+	unleased := func(st *Store, id string) {
+		t.Helper()
+		if _, err := st.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: id, Workflow: "wf", LeaseEpoch: 1},
+			History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Alone, with a listener of its own: x1's wake-up is not sent. Close
+	// waits for the notifier, so x1 has been dealt with when it returns.
+	a1, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1.presenceTTL.Store(0)
+	lctx, stop := context.WithCancel(ctx)
+	ldone := make(chan error, 1)
+	go func() { ldone <- a1.Listen(lctx, func([]string) {}) }()
+	testutil.Eventually(t, 10*time.Second, "a1's listener to announce itself", func() bool {
+		a1.listenMu.Lock()
+		defer a1.listenMu.Unlock()
+		return len(a1.listenPIDs) == 1
+	})
+	unleased(a1, "x1")
+	stop()
+	<-ldone
+	if err := a1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// With another store listening, x2's is sent, and it is the first
+	// notification on the channel (they arrive in commit order).
+	b, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, heard := listenFor(t, b)
+	a2, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	unleased(a2, "x2")
+	testutil.Eventually(t, 10*time.Second, "b to hear x2", func() bool { return heard("x2") })
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := raw.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg wakeMsg
+	if err := json.Unmarshal([]byte(n.Payload), &msg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(msg.IDs, []string{"x2"}) {
+		t.Fatalf("first notification names %v, want [x2] (x1 had no one to wake)", msg.IDs)
+	}
+}
+
+// A store trusts its last look at the listeners for a while, so a listener
+// that starts meanwhile misses what it wakes: it rescans once more a little
+// after it connected.
+func TestListenerRescansAfterJoining(t *testing.T) {
+	ctx := context.Background()
+	url := testutil.PostgresURL(t)
+	a, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.presenceTTL.Store(int64(time.Hour))
+	// The notifier is idle (nothing woken yet): look now, as it would.
+	if a.othersListening(ctx) {
+		t.Fatal("a sees a listener where there is none")
+	}
+
+	b, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.presenceLag.Store(int64(200 * time.Millisecond))
+	nils, heard := listenFor(t, b)
+	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseEpoch: 1},
+		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "b's second rescan", func() bool { return nils() == 2 })
+	if heard("x") {
+		t.Fatal("a sent a wake-up although its last look saw no listener")
 	}
 }

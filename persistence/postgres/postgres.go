@@ -170,6 +170,18 @@ type Store struct {
 	wakeClosed   bool
 	notifierDone chan struct{}
 
+	// Wake-up listeners (see othersListening): each holds a shared
+	// advisory lock (listenerLocks, lockHash(channel)) on its connection.
+	listenerLocks int32
+	listenMu      sync.Mutex
+	listenPIDs    map[uint32]int // backends of this store's own listeners
+	// presenceTTL is how long the notifier trusts its last look at the
+	// listeners; presenceLag is how long after it connects a listener
+	// asks for its second rescan (nanoseconds; tests shorten them).
+	presenceTTL, presenceLag atomic.Int64
+	others                   bool      // notifier goroutine only
+	othersAt                 time.Time // notifier goroutine only
+
 	closeMu sync.RWMutex
 	closed  bool
 	writers sync.WaitGroup
@@ -270,12 +282,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		// A new space: before, instance locks were their buckets, in the
 		// space of instLocks.
 		instBucketLocks: lockSpace(opts.Schema, "instance-bucket"),
+		listenerLocks:   lockSpace(opts.Schema, "listener"),
+		listenPIDs:      map[uint32]int{},
 		reqs:            make(chan *writeReq, 4096),
 		txReqs:          make(chan *txReq, 1024),
 		wake:            make(chan []string, 1024),
 		notifierDone:    make(chan struct{}),
 	}
 	s.outboxChannel = opts.Schema + "_outbox"
+	s.presenceTTL.Store(int64(presenceTTL))
+	s.presenceLag.Store(int64(presenceLag))
 	s.closeCtx, s.stop = context.WithCancel(context.Background())
 	go s.notifier()
 	for i := 0; i < opts.Writers; i++ {

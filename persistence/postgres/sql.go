@@ -85,6 +85,7 @@ const (
 	sqlClaim          = "norn_claim"
 	sqlUnclaim        = "norn_unclaim"
 	sqlNotify         = "norn_notify"
+	sqlListening      = "norn_listening"
 	sqlAsyncCommit    = "norn_async_commit"
 	sqlEmit           = "norn_emit"
 
@@ -402,6 +403,14 @@ var statements = map[string]string{
 	sqlEmit: `INSERT INTO outbox (id, instance, type, data, created_at, status, next_attempt)
 		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::bigint, 'pending', $5::bigint) ON CONFLICT (id) DO NOTHING`,
 	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
+	// $1 lock space, $2 key, $3 this store's own listeners' backends:
+	// whether another store's wake-up listener holds its advisory lock
+	// (see othersListening). Advisory locks of two int4 keys show in
+	// pg_locks as classid, objid and objsubid 2.
+	sqlListening: `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND classid = $1::integer::oid AND objid = $2::integer::oid AND objsubid = 2
+		AND NOT (pid = ANY($3::integer[])))`,
 	sqlAsyncCommit: `SET LOCAL synchronous_commit = off`,
 
 	// $1 id, $2 owner, $3 TTL in nanoseconds, $4 now (the caller's, for

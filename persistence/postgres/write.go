@@ -542,6 +542,8 @@ func (s *Store) queueWake(ids []string) {
 // transaction, so notifications cost the writers nothing and coalesce under
 // load. They are sent after the commit they describe, so a crash in between
 // loses them: the runtime's slow safety-net scan of Runnable covers that.
+// When no other store listens (one process on the database), it sends
+// nothing at all (see othersListening).
 func (s *Store) notifier() {
 	defer close(s.notifierDone)
 	for ids := range s.wake {
@@ -562,12 +564,19 @@ func (s *Store) notifier() {
 }
 
 func (s *Store) sendWake(ids []string) {
-	payloads := wakePayloads(s.origin, ids)
-	if s.wakeLost.Swap(false) {
-		payloads = []string{rescanPayload(s.origin)}
-	}
+	lost := s.wakeLost.Swap(false)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
 	defer cancel()
+	if !s.othersListening(ctx) {
+		// No one would hear it but this store, which skips its own. (A
+		// listener that missed an earlier one has left, or rescans when
+		// it comes back.)
+		return
+	}
+	payloads := wakePayloads(s.origin, ids)
+	if lost {
+		payloads = []string{rescanPayload(s.origin)}
+	}
 	b := &pgx.Batch{}
 	b.Queue(sqlBegin)
 	// Nothing depends on a notification surviving a crash; do not wait
@@ -581,4 +590,44 @@ func (s *Store) sendWake(ids []string) {
 		s.wakeLost.Store(true)
 		s.opts.Logger.Warn("norn/postgres: sending wake-up notifications", "server", s.target, "err", err)
 	}
+}
+
+// Presence of other listeners. A store whose wake-ups no other store hears
+// (one process on the database: a store skips its own notifications) sends
+// none: each would cost the server a transaction per batch for nothing.
+// Every wake-up listener holds a shared advisory lock on its connection for
+// as long as it listens, which the server drops with the connection,
+// however that ends.
+const (
+	// presenceTTL is how long the notifier trusts its last look at the
+	// listeners.
+	presenceTTL = time.Second
+	// presenceLag is how long after it connects a listener asks for a
+	// second rescan: a store that looked just before it connected sends
+	// nothing for up to presenceTTL, and that rescan finds what it woke.
+	presenceLag = 3 * presenceTTL
+)
+
+// othersListening reports whether a wake-up listener of another Store
+// (another process, as a rule) listens on this store's channel. It looks
+// again when its last look is older than presenceTTL, and says yes when it
+// cannot tell. Called by the notifier goroutine only.
+func (s *Store) othersListening(ctx context.Context) bool {
+	now := time.Now()
+	if !s.othersAt.IsZero() && now.Sub(s.othersAt) < time.Duration(s.presenceTTL.Load()) {
+		return s.others
+	}
+	s.listenMu.Lock()
+	pids := make([]int32, 0, len(s.listenPIDs))
+	for pid := range s.listenPIDs {
+		pids = append(pids, int32(pid))
+	}
+	s.listenMu.Unlock()
+	var others bool
+	if err := s.pool.QueryRow(ctx, sqlListening, s.listenerLocks, lockHash(s.channel), pids).Scan(&others); err != nil {
+		s.othersAt = time.Time{}
+		return true
+	}
+	s.others, s.othersAt = others, now
+	return others
 }
