@@ -402,7 +402,7 @@ var statements = map[string]string{
 	// so of concurrent emits in any processes exactly one is kept.
 	sqlEmit: `INSERT INTO outbox (id, instance, type, data, created_at, status, next_attempt)
 		VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::bigint, 'pending', $5::bigint) ON CONFLICT (id) DO NOTHING`,
-	sqlNotify:      `SELECT pg_notify($1::text, $2::text)`,
+	sqlNotify: `SELECT pg_notify($1::text, $2::text)`,
 	// $1 lock space, $2 key, $3 this store's own listeners' backends:
 	// whether another store's wake-up listener holds its advisory lock
 	// (see othersListening). Advisory locks of two int4 keys show in
