@@ -324,8 +324,16 @@ var statements = map[string]string{
 	// direct, and the result reads chk for every subscriber (with no
 	// subscriber there is nothing to check). The inserts are in the same
 	// statement, so a failed check undoes them.
+	//
+	// A broadcast locks the subscription rows it copies to (see doc.go);
+	// competing subscriptions are only read, for the wake-ups: a queued
+	// message lands in no mailbox, and locking them made every publish
+	// write a row lock (a multixact, with concurrent publishers) on each
+	// consumer's subscription.
 	sqlPublish: `WITH subs AS (
-			SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text ORDER BY instance_id FOR KEY SHARE),
+			SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text AND mode <> 'competing'
+			ORDER BY instance_id FOR KEY SHARE),
+		comp AS (SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text AND mode = 'competing'),
 		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
 		copies AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
@@ -335,15 +343,17 @@ var statements = map[string]string{
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 			WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
-				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `')))
-		SELECT s.instance_id, s.mode FROM subs s CROSS JOIN chk WHERE chk.ok`,
+				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND NOT EXISTS (SELECT 1 FROM comp)
+					AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `')))
+		SELECT s.instance_id, s.mode FROM (SELECT * FROM subs UNION ALL SELECT * FROM comp) s CROSS JOIN chk WHERE chk.ok`,
 	// sqlPublish for a run of messages on one channel, in one statement:
 	// $1 channel, then arrays of $2 msg ids, $3 senders, $4 payloads, $5
 	// metadata (JSON text or NULL), $6 published at, $7 types. Copies and
 	// queued messages are inserted in the run's order, so that their seqs
 	// keep it.
 	sqlPublishMany: `WITH subs AS (
-			SELECT instance_id, mode FROM subscriptions WHERE channel = $1::text ORDER BY instance_id FOR KEY SHARE),
+			SELECT instance_id, mode FROM subscriptions WHERE channel = $1::text AND mode <> 'competing'
+			ORDER BY instance_id FOR KEY SHARE),
 		m AS (
 			SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[])
 				WITH ORDINALITY AS m(id, sender, payload, meta, at, typ, ord)),
@@ -354,7 +364,8 @@ var statements = map[string]string{
 		INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 		SELECT m.id, $1::text, NULL, m.sender, m.payload, m.meta::jsonb, m.at, m.typ FROM m
 		WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
-			AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($1::text, '` + persistence.SystemChannelPrefix + `'))
+			AND NOT (NOT EXISTS (SELECT 1 FROM subscriptions WHERE channel = $1::text)
+				AND starts_with($1::text, '` + persistence.SystemChannelPrefix + `'))
 		ORDER BY m.ord`,
 	// Same arguments as sqlPublish, for a message with no channel.
 	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
