@@ -92,10 +92,10 @@
 //
 // A listener also holds a shared advisory lock on its connection, which
 // the server drops with the connection. A store sends no notifications while
-// no other store's listener holds that lock (it looks about once a second):
-// with one process on the database, they would cost a transaction per batch
-// and wake no one. A listener that starts between two looks rescans once
-// more a few seconds after it connected.
+// no other store's listener holds that lock (it looks at most four times a
+// second): with one process on the database, they would cost a transaction
+// per batch and wake no one. So that a listener that starts between two
+// looks misses nothing, its rescan comes half a second after it connected.
 //
 // Statements are prepared by name on every pooled connection and batches are
 // pipelined, so the driver needs a direct connection or a session-mode

@@ -18,7 +18,3 @@ func QueuedTx(st *Store) int { return len(st.txReqs) }
 
 // RunnableSQL is Runnable's query for every bucket ($1 the limit).
 var RunnableSQL = statements[sqlRunnable]
-
-// SetPresenceLag sets how long after it connects st's listener rescans a
-// second time.
-func SetPresenceLag(st *Store, d time.Duration) { st.presenceLag.Store(int64(d)) }

@@ -91,11 +91,11 @@ func rescanPayload(origin string) string {
 // (Step.Create), and instances asked to cancel (RequestCancel). A store's
 // own wake-ups are not reported back to it: its caller has them already.
 //
-// fn(nil) asks for a rescan. Listen calls it once the first LISTEN is in
-// place (anything woken before then went unheard) and after every
-// reconnect, and once more a few seconds after each: a store that saw no
-// other listener sends no notifications, and looks again only about once a
-// second (see othersListening). fn should return quickly; notifications
+// fn(nil) asks for a rescan. Listen calls it once the first LISTEN has been
+// in place for half a second (anything woken before then may have gone
+// unheard: a store that saw no other listener sends no notifications, and
+// looks again every quarter of a second, see othersListening), and so
+// again after every reconnect. fn should return quickly; notifications
 // queue on the connection while it runs.
 //
 // When the connection drops, Listen reconnects with back-off (100ms doubling
@@ -126,8 +126,9 @@ func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
 // connected once each LISTEN is in place (the first, and after every
 // reconnect): whatever was notified before went unheard. what names the
 // listener in log lines. A wake-up listener (present) also holds the lock
-// that tells other stores it listens, and calls connected a second time
-// presenceLag after each connect.
+// that tells other stores it listens, and calls connected presenceLag
+// after each connect rather than at once: until then, a store that looked
+// before the lock was taken may still send it nothing.
 func (s *Store) listenLoop(ctx context.Context, channel, what string, present bool, connected func(), notified func(payload string)) error {
 	s.closeMu.RLock()
 	if s.closed {
@@ -154,11 +155,10 @@ func (s *Store) listenLoop(ctx context.Context, channel, what string, present bo
 		conn, err := s.listenConn(lctx, channel, present)
 		if err == nil {
 			backoff = minBackoff
-			var again time.Time
+			again := time.Now()
 			if present {
-				again = time.Now().Add(time.Duration(s.presenceLag.Load()))
+				again = again.Add(time.Duration(s.presenceLag.Load()))
 			}
-			connected()
 			err = s.receive(lctx, conn, notified, again, connected)
 			if present {
 				// Before the close: once the backend is gone its PID may
@@ -216,9 +216,13 @@ func (s *Store) listenConn(ctx context.Context, channel string, present bool) (*
 var listenPing = 30 * time.Second
 
 // receive hands the payloads of notifications to fn until the connection
-// fails or ctx ends. If again is set, it calls rescan once at that time.
+// fails or ctx ends. It calls rescan once, at again.
 func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(payload string), again time.Time, rescan func()) error {
 	for {
+		if !again.IsZero() && !time.Now().Before(again) {
+			again = time.Time{}
+			rescan()
+		}
 		wait := listenPing
 		if !again.IsZero() {
 			wait = min(wait, time.Until(again))
@@ -230,10 +234,8 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn, fn func(payload str
 			if ctx.Err() != nil || !errors.Is(wctx.Err(), context.DeadlineExceeded) || conn.IsClosed() {
 				return err
 			}
-			if !again.IsZero() && !time.Now().Before(again) {
-				again = time.Time{}
-				rescan()
-				continue
+			if !again.IsZero() {
+				continue // time for the rescan
 			}
 			// Idle for a while: make sure the connection still works.
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

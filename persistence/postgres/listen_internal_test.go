@@ -33,7 +33,6 @@ func TestListenPingsIdleConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	b.presenceLag.Store(int64(time.Hour)) // only reconnects rescan
 
 	var mu sync.Mutex
 	var nils int
@@ -196,8 +195,8 @@ func TestWakeOnlyWhenOthersListen(t *testing.T) {
 }
 
 // A store trusts its last look at the listeners for a while, so a listener
-// that starts meanwhile misses what it wakes: it rescans once more a little
-// after it connected.
+// that starts meanwhile may miss what it wakes: its rescan comes only a
+// while after its lock is taken, when every store has looked again.
 func TestListenerRescansAfterJoining(t *testing.T) {
 	ctx := context.Background()
 	url := testutil.PostgresURL(t)
@@ -217,14 +216,71 @@ func TestListenerRescansAfterJoining(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	b.presenceLag.Store(int64(200 * time.Millisecond))
-	nils, heard := listenFor(t, b)
+	b.presenceLag.Store(int64(time.Hour))
+	var mu sync.Mutex
+	var nils int
+	var heard []string
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Listen(lctx, func(ids []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if ids == nil {
+				nils++
+			}
+			heard = append(heard, ids...)
+		})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	testutil.Eventually(t, 10*time.Second, "b's listener to take its lock", func() bool {
+		b.listenMu.Lock()
+		defer b.listenMu.Unlock()
+		return len(b.listenPIDs) == 1
+	})
+	// b is there, but a still trusts its look: x's wake-up is not sent.
 	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseEpoch: 1},
 		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "b's second rescan", func() bool { return nils() == 2 })
-	if heard("x") {
-		t.Fatal("a sent a wake-up although its last look saw no listener")
+	if err := a.Close(); err != nil { // waits for the notifier
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if nils != 0 || len(heard) != 0 {
+		t.Fatalf("b rescanned %d times and heard %v before its lag was over", nils, heard)
+	}
+	mu.Unlock()
+	// Nor has b rescanned yet: with a lag of an hour it would not. A new
+	// store sees b at its first look and wakes it.
+	c, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.othersListening(ctx) {
+		t.Fatal("c does not see b's listener")
+	}
+}
+
+// A listener rescans once, presenceLag after it connected, and not before.
+func TestListenerRescanWaitsForLag(t *testing.T) {
+	ctx := context.Background()
+	b, err := Open(ctx, testutil.PostgresURL(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.presenceLag.Store(int64(300 * time.Millisecond))
+	start := time.Now()
+	nils, _ := listenFor(t, b)
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("rescan after %v, before the lag", waited)
+	}
+	if n := nils(); n != 1 {
+		t.Fatalf("%d rescans, want 1", n)
 	}
 }

@@ -589,8 +589,6 @@ func (r *recorder) wait(t *testing.T, what string, cond func() bool) {
 }
 
 func listen(t *testing.T, st *postgres.Store, rec *recorder) {
-	// Only connects and reconnects rescan, which the tests count.
-	postgres.SetPresenceLag(st, time.Hour)
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 1)
 	go func() { done <- st.Listen(ctx, rec.fn) }()

@@ -600,12 +600,13 @@ func (s *Store) sendWake(ids []string) {
 // however that ends.
 const (
 	// presenceTTL is how long the notifier trusts its last look at the
-	// listeners.
-	presenceTTL = time.Second
-	// presenceLag is how long after it connects a listener asks for a
-	// second rescan: a store that looked just before it connected sends
-	// nothing for up to presenceTTL, and that rescan finds what it woke.
-	presenceLag = 3 * presenceTTL
+	// listeners (a look is one read of pg_locks).
+	presenceTTL = 250 * time.Millisecond
+	// presenceLag is how long after it connects a listener asks for its
+	// rescan: a store that looked just before the listener's lock was
+	// taken sends nothing for up to presenceTTL, and the rescan, later,
+	// finds what it woke.
+	presenceLag = 2 * presenceTTL
 )
 
 // othersListening reports whether a wake-up listener of another Store
