@@ -94,8 +94,10 @@
 // the server drops with the connection. A store sends no notifications while
 // no other store's listener holds that lock (it looks at most four times a
 // second): with one process on the database, they would cost a transaction
-// per batch and wake no one. So that a listener that starts between two
-// looks misses nothing, its rescan comes half a second after it connected.
+// per batch and wake no one. A look that found no one is trusted for a
+// quarter of a second, and only by a store with a listener of its own; a
+// listener that finds another one when it connects (whose store may still
+// trust such a look) rescans half a second later rather than at once.
 //
 // Statements are prepared by name on every pooled connection and batches are
 // pipelined, so the driver needs a direct connection or a session-mode

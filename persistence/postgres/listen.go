@@ -91,12 +91,12 @@ func rescanPayload(origin string) string {
 // (Step.Create), and instances asked to cancel (RequestCancel). A store's
 // own wake-ups are not reported back to it: its caller has them already.
 //
-// fn(nil) asks for a rescan. Listen calls it once the first LISTEN has been
-// in place for half a second (anything woken before then may have gone
-// unheard: a store that saw no other listener sends no notifications, and
-// looks again every quarter of a second, see othersListening), and so
-// again after every reconnect. fn should return quickly; notifications
-// queue on the connection while it runs.
+// fn(nil) asks for a rescan. Listen calls it once the first LISTEN is in
+// place (anything woken before then went unheard) and after every
+// reconnect; when another store listens too, only half a second later (a
+// store that saw no other listener sends no notifications, and may not
+// have looked again yet, see othersListening). fn should return quickly;
+// notifications queue on the connection while it runs.
 //
 // When the connection drops, Listen reconnects with back-off (100ms doubling
 // up to 5s) for as long as ctx lasts. An idle connection is pinged every 30
@@ -126,9 +126,9 @@ func (s *Store) Listen(ctx context.Context, fn func(ids []string)) error {
 // connected once each LISTEN is in place (the first, and after every
 // reconnect): whatever was notified before went unheard. what names the
 // listener in log lines. A wake-up listener (present) also holds the lock
-// that tells other stores it listens, and calls connected presenceLag
-// after each connect rather than at once: until then, a store that looked
-// before the lock was taken may still send it nothing.
+// that tells other stores it listens; when it finds another store's
+// listener there, it calls connected presenceLag after the connect rather
+// than at once: until then, that store may still send it nothing.
 func (s *Store) listenLoop(ctx context.Context, channel, what string, present bool, connected func(), notified func(payload string)) error {
 	s.closeMu.RLock()
 	if s.closed {
@@ -152,11 +152,11 @@ func (s *Store) listenLoop(ctx context.Context, channel, what string, present bo
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
 	for {
-		conn, err := s.listenConn(lctx, channel, present)
+		conn, others, err := s.listenConn(lctx, channel, present)
 		if err == nil {
 			backoff = minBackoff
 			again := time.Now()
-			if present {
+			if others {
 				again = again.Add(time.Duration(s.presenceLag.Load()))
 			}
 			err = s.receive(lctx, conn, notified, again, connected)
@@ -168,6 +168,7 @@ func (s *Store) listenLoop(ctx context.Context, channel, what string, present bo
 				if s.listenPIDs[pid]--; s.listenPIDs[pid] <= 0 {
 					delete(s.listenPIDs, pid)
 				}
+				s.listenGen++
 				s.listenMu.Unlock()
 			}
 			closeCtx, c := context.WithTimeout(context.Background(), time.Second)
@@ -189,26 +190,39 @@ func (s *Store) listenLoop(ctx context.Context, channel, what string, present bo
 
 // listenConn connects and LISTENs; if present, it then takes the shared
 // advisory lock that tells other stores a wake-up listener is there (see
-// othersListening), and records its backend as this store's own.
-func (s *Store) listenConn(ctx context.Context, channel string, present bool) (*pgx.Conn, error) {
+// othersListening), records its backend as this store's own, and reports
+// whether another store's listener holds the lock too.
+func (s *Store) listenConn(ctx context.Context, channel string, present bool) (*pgx.Conn, bool, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.listen.Copy())
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	fail := func(err error) (*pgx.Conn, bool, error) {
+		conn.Close(context.Background())
+		return nil, false, err
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		conn.Close(context.Background())
-		return nil, err
+		return fail(err)
 	}
-	if present {
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1::integer, $2::integer)", s.listenerLocks, lockHash(channel)); err != nil {
-			conn.Close(context.Background())
-			return nil, err
-		}
-		s.listenMu.Lock()
-		s.listenPIDs[conn.PgConn().PID()]++
-		s.listenMu.Unlock()
+	if !present {
+		return conn, false, nil
 	}
-	return conn, nil
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1::integer, $2::integer)", s.listenerLocks, lockHash(channel)); err != nil {
+		return fail(err)
+	}
+	s.listenMu.Lock()
+	s.listenPIDs[conn.PgConn().PID()]++
+	s.listenGen++
+	pids := make([]int32, 0, len(s.listenPIDs))
+	for pid := range s.listenPIDs {
+		pids = append(pids, int32(pid))
+	}
+	s.listenMu.Unlock()
+	var others bool
+	if err := conn.QueryRow(ctx, statements[sqlListening], s.listenerLocks, lockHash(channel), pids).Scan(&others); err != nil {
+		others = true // cannot tell: wait, as if there were
+	}
+	return conn, others, nil
 }
 
 // listenPing is how long the listener's connection may stay silent before

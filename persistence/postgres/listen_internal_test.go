@@ -194,9 +194,28 @@ func TestWakeOnlyWhenOthersListen(t *testing.T) {
 	}
 }
 
-// A store trusts its last look at the listeners for a while, so a listener
-// that starts meanwhile may miss what it wakes: its rescan comes only a
-// while after its lock is taken, when every store has looked again.
+// listenOwn starts st's own listener (ignoring what it hears) and waits
+// until it holds its lock.
+func listenOwn(t *testing.T, st *Store) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Listen(ctx, func([]string) {}) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	testutil.Eventually(t, 10*time.Second, "the listener to take its lock", func() bool {
+		st.listenMu.Lock()
+		defer st.listenMu.Unlock()
+		return len(st.listenPIDs) == 1
+	})
+}
+
+// A store with a listener of its own trusts a look that found no one else
+// for a while, so a listener that starts meanwhile may miss what it wakes.
+// The new listener sees the other's lock, and rescans only once that while
+// is over.
 func TestListenerRescansAfterJoining(t *testing.T) {
 	ctx := context.Background()
 	url := testutil.PostgresURL(t)
@@ -206,6 +225,7 @@ func TestListenerRescansAfterJoining(t *testing.T) {
 	}
 	defer a.Close()
 	a.presenceTTL.Store(int64(time.Hour))
+	listenOwn(t, a)
 	// The notifier is idle (nothing woken yet): look now, as it would.
 	if a.othersListening(ctx) {
 		t.Fatal("a sees a listener where there is none")
@@ -249,38 +269,70 @@ func TestListenerRescansAfterJoining(t *testing.T) {
 	if err := a.Close(); err != nil { // waits for the notifier
 		t.Fatal(err)
 	}
+	// Nor has b rescanned: it found a's listener, so it waits its lag
+	// (an hour here) before it does.
 	mu.Lock()
+	defer mu.Unlock()
 	if nils != 0 || len(heard) != 0 {
-		t.Fatalf("b rescanned %d times and heard %v before its lag was over", nils, heard)
-	}
-	mu.Unlock()
-	// Nor has b rescanned yet: with a lag of an hour it would not. A new
-	// store sees b at its first look and wakes it.
-	c, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if !c.othersListening(ctx) {
-		t.Fatal("c does not see b's listener")
+		t.Fatalf("b rescanned %d times and heard %v within its lag", nils, heard)
 	}
 }
 
-// A listener rescans once, presenceLag after it connected, and not before.
-func TestListenerRescanWaitsForLag(t *testing.T) {
+// A listener that finds no other rescans at once; one that finds another
+// rescans once, presenceLag after it connected.
+func TestListenerRescanLag(t *testing.T) {
 	ctx := context.Background()
-	b, err := Open(ctx, testutil.PostgresURL(t), Options{})
+	url := testutil.PostgresURL(t)
+	a, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.presenceLag.Store(int64(time.Hour))
+	nils, _ := listenFor(t, a) // returns after its rescan: not an hour
+	if n := nils(); n != 1 {
+		t.Fatalf("a: %d rescans, want 1", n)
+	}
+
+	b, err := Open(ctx, url, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	b.presenceLag.Store(int64(300 * time.Millisecond))
 	start := time.Now()
-	nils, _ := listenFor(t, b)
+	nils, _ = listenFor(t, b)
 	if waited := time.Since(start); waited < 300*time.Millisecond {
-		t.Fatalf("rescan after %v, before the lag", waited)
+		t.Fatalf("b rescanned after %v, within its lag", waited)
 	}
 	if n := nils(); n != 1 {
-		t.Fatalf("%d rescans, want 1", n)
+		t.Fatalf("b: %d rescans, want 1", n)
 	}
+}
+
+// A store without a listener of its own looks at every send while it sees
+// no one: a listener that starts hears its next wake-up.
+func TestWakeFromStoreWithoutListener(t *testing.T) {
+	ctx := context.Background()
+	url := testutil.PostgresURL(t)
+	a, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.presenceTTL.Store(int64(time.Hour)) // not for a look that found no one
+	if a.othersListening(ctx) {
+		t.Fatal("a sees a listener where there is none")
+	}
+	b, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, heard := listenFor(t, b)
+	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseEpoch: 1},
+		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "b to hear x", func() bool { return heard("x") })
 }

@@ -175,12 +175,13 @@ type Store struct {
 	listenerLocks int32
 	listenMu      sync.Mutex
 	listenPIDs    map[uint32]int // backends of this store's own listeners
-	// presenceTTL is how long the notifier trusts its last look at the
-	// listeners; presenceLag is how long after it connects a listener
-	// asks for its second rescan (nanoseconds; tests shorten them).
+	listenGen     uint64         // changes with listenPIDs
+	// presenceTTL and presenceLag (nanoseconds; tests change them).
 	presenceTTL, presenceLag atomic.Int64
-	others                   bool      // notifier goroutine only
-	othersAt                 time.Time // notifier goroutine only
+	// The notifier's last look: its answer, time and listenGen.
+	others    bool
+	othersAt  time.Time
+	othersGen uint64
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -543,7 +544,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.reqs)
 	close(s.txReqs)
-	s.stop()
 	s.closeMu.Unlock()
 	s.writers.Wait()
 	s.wakeMu.Lock()
@@ -551,6 +551,9 @@ func (s *Store) Close() error {
 	close(s.wake)
 	s.wakeMu.Unlock()
 	<-s.notifierDone
+	// Listeners last: while the last wake-ups go out, the store's own
+	// listeners are still its own (see othersListening).
+	s.stop()
 	s.listeners.Wait()
 	s.pool.Close()
 	return nil

@@ -325,34 +325,35 @@ var statements = map[string]string{
 	// subscriber there is nothing to check). The inserts are in the same
 	// statement, so a failed check undoes them.
 	//
-	// A broadcast locks the subscription rows it copies to (see doc.go);
-	// competing subscriptions are only read, for the wake-ups: a queued
-	// message lands in no mailbox, and locking them made every publish
-	// write a row lock (a multixact, with concurrent publishers) on each
-	// consumer's subscription.
-	sqlPublish: `WITH subs AS (
-			SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text AND mode <> 'competing'
-			ORDER BY instance_id FOR KEY SHARE),
-		comp AS (SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text AND mode = 'competing'),
+	// A broadcast locks the subscription rows it copies to (bc, in ID
+	// order), and copies to the rows it locked; competing subscriptions
+	// are only read, for the wake-ups: a queued message lands in no
+	// mailbox, and locking them made every publish write a row lock (a
+	// multixact, with concurrent publishers) on each consumer's
+	// subscription. bc's scan runs only when subs found a broadcast
+	// subscriber, so a publish to a channel of another mode (or none, as
+	// the Down every end publishes) reads the subscriptions once.
+	sqlPublish: `WITH subs AS (SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text),
+		bc AS (SELECT instance_id FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast'
+			AND EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast') ORDER BY instance_id FOR KEY SHARE),
 		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
 		copies AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
-			FROM subs WHERE mode = 'broadcast' ORDER BY instance_id),
+			FROM bc ORDER BY instance_id),
 		queued AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 			WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
-				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND NOT EXISTS (SELECT 1 FROM comp)
-					AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `')))
-		SELECT s.instance_id, s.mode FROM (SELECT * FROM subs UNION ALL SELECT * FROM comp) s CROSS JOIN chk WHERE chk.ok`,
+				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `')))
+		SELECT s.instance_id, s.mode FROM subs s CROSS JOIN chk WHERE chk.ok`,
 	// sqlPublish for a run of messages on one channel, in one statement:
 	// $1 channel, then arrays of $2 msg ids, $3 senders, $4 payloads, $5
 	// metadata (JSON text or NULL), $6 published at, $7 types. Copies and
 	// queued messages are inserted in the run's order, so that their seqs
 	// keep it.
 	sqlPublishMany: `WITH subs AS (
-			SELECT instance_id, mode FROM subscriptions WHERE channel = $1::text AND mode <> 'competing'
+			SELECT instance_id, mode FROM subscriptions WHERE channel = $1::text AND mode = 'broadcast'
 			ORDER BY instance_id FOR KEY SHARE),
 		m AS (
 			SELECT * FROM unnest($2::text[], $3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[])

@@ -598,37 +598,46 @@ func (s *Store) sendWake(ids []string) {
 // Every wake-up listener holds a shared advisory lock on its connection for
 // as long as it listens, which the server drops with the connection,
 // however that ends.
+//
+// A store trusts a look that found no one for presenceTTL, and only while
+// a listener of its own was there at the look and since (without one, it
+// looks at every send). So a store that may still be sending nothing to a
+// new listener is itself a listener whose lock the new one sees: a
+// listener that finds another one when it connects rescans only
+// presenceLag later, when every store has looked again; one that finds
+// none rescans at once.
 const (
 	// presenceTTL is how long the notifier trusts its last look at the
 	// listeners (a look is one read of pg_locks).
 	presenceTTL = 250 * time.Millisecond
-	// presenceLag is how long after it connects a listener asks for its
-	// rescan: a store that looked just before the listener's lock was
-	// taken sends nothing for up to presenceTTL, and the rescan, later,
-	// finds what it woke.
+	// presenceLag is how long after it connects a listener that found
+	// another one waits before its rescan.
 	presenceLag = 2 * presenceTTL
 )
 
 // othersListening reports whether a wake-up listener of another Store
-// (another process, as a rule) listens on this store's channel. It looks
-// again when its last look is older than presenceTTL, and says yes when it
-// cannot tell. Called by the notifier goroutine only.
+// (another process, as a rule) listens on this store's channel, and says
+// yes when it cannot tell. Called by the notifier goroutine only.
 func (s *Store) othersListening(ctx context.Context) bool {
 	now := time.Now()
-	if !s.othersAt.IsZero() && now.Sub(s.othersAt) < time.Duration(s.presenceTTL.Load()) {
-		return s.others
-	}
 	s.listenMu.Lock()
+	gen := s.listenGen
 	pids := make([]int32, 0, len(s.listenPIDs))
 	for pid := range s.listenPIDs {
 		pids = append(pids, int32(pid))
 	}
 	s.listenMu.Unlock()
+	if !s.othersAt.IsZero() && gen == s.othersGen && now.Sub(s.othersAt) < time.Duration(s.presenceTTL.Load()) {
+		return s.others
+	}
 	var others bool
 	if err := s.pool.QueryRow(ctx, sqlListening, s.listenerLocks, lockHash(s.channel), pids).Scan(&others); err != nil {
 		s.othersAt = time.Time{}
 		return true
 	}
-	s.others, s.othersAt = others, now
+	s.others, s.othersAt, s.othersGen = others, now, gen
+	if !others && len(pids) == 0 {
+		s.othersAt = time.Time{} // no listener of its own: look again next time
+	}
 	return others
 }
