@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -143,25 +144,26 @@ func TestWakeOnlyWhenOthersListen(t *testing.T) {
 	}
 
 	// Alone, with a listener of its own: x1's wake-up is not sent. Close
-	// waits for the notifier, so x1 has been dealt with when it returns.
+	// waits for the notifier (before it stops the listener), so x1 has
+	// been dealt with when it returns.
 	a1, err := Open(ctx, url, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a1.presenceTTL.Store(0)
-	lctx, stop := context.WithCancel(ctx)
 	ldone := make(chan error, 1)
-	go func() { ldone <- a1.Listen(lctx, func([]string) {}) }()
+	go func() { ldone <- a1.Listen(ctx, func([]string) {}) }()
 	testutil.Eventually(t, 10*time.Second, "a1's listener to announce itself", func() bool {
 		a1.listenMu.Lock()
 		defer a1.listenMu.Unlock()
 		return len(a1.listenPIDs) == 1
 	})
 	unleased(a1, "x1")
-	stop()
-	<-ldone
 	if err := a1.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if err := <-ldone; !errors.Is(err, persistence.ErrStoreClosed) {
+		t.Fatalf("Listen returned %v after Close", err)
 	}
 
 	// With another store listening, x2's is sent, and it is the first
