@@ -30,7 +30,7 @@
 //
 // # Group commit
 //
-// Apply queues its step for one of Options.Writers writer goroutines (4 by
+// Apply queues its step for one of Options.Writers writer goroutines (2 by
 // default). A writer takes every step queued while it was busy (up to
 // Options.MaxBatch) and sends them to the server as one pipeline: BEGIN, the
 // steps, COMMIT — one round trip and one commit for the whole batch. Each
