@@ -24,43 +24,10 @@ func TestListenPingsIdleConnection(t *testing.T) {
 
 	ctx := context.Background()
 	url := testutil.PostgresURL(t)
-	a, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := openAt(t, url)
+	b := openAt(t, url)
 
-	var mu sync.Mutex
-	var nils int
-	heard := make(chan string, 10)
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Listen(lctx, func(ids []string) {
-			mu.Lock()
-			defer mu.Unlock()
-			if ids == nil {
-				nils++
-			}
-			for _, id := range ids {
-				heard <- id
-			}
-		})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	testutil.Eventually(t, 10*time.Second, "the listener to start", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return nils == 1
-	})
+	nils, heard := listenFor(t, b)
 	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseOwner: "n", LeaseEpoch: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,24 +35,46 @@ func TestListenPingsIdleConnection(t *testing.T) {
 	if _, err := a.Apply(ctx, persistence.Step{Send: []persistence.NewMessage{{ID: "m", Target: "x"}}}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case id := <-heard:
-		if id != "x" {
-			t.Fatalf("heard %q", id)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no wake-up after idle pings")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if nils != 1 {
-		t.Fatalf("fn(nil) called %d times, want 1 (no reconnect)", nils)
+	testutil.Eventually(t, 10*time.Second, "a wake-up after idle pings", func() bool { return heard("x") })
+	if n := nils(); n != 1 {
+		t.Fatalf("fn(nil) called %d times, want 1 (no reconnect)", n)
 	}
 }
 
-// listenFor runs st.Listen until the test ends, counting rescans and the
-// IDs heard, and waits for its first rescan (the listener is in place).
-func listenFor(t *testing.T, st *Store) (nils func() int, heard func(id string) bool) {
+// openAt opens a store on url, closed when the test ends.
+func openAt(t *testing.T, url string) *Store {
+	t.Helper()
+	st, err := Open(context.Background(), url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// createUnleased creates instance id with no lease: a wake-up for its
+// owner, wherever that is.
+func createUnleased(t *testing.T, st *Store, id string) {
+	t.Helper()
+	if _, err := st.Apply(context.Background(), persistence.Step{Create: &persistence.Instance{ID: id, Workflow: "wf", LeaseEpoch: 1},
+		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLocked waits until st's listener holds its presence lock.
+func waitLocked(t *testing.T, st *Store) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "the listener to take its lock", func() bool {
+		st.listenMu.Lock()
+		defer st.listenMu.Unlock()
+		return len(st.listenPIDs) == 1
+	})
+}
+
+// startListen runs st.Listen until the test ends, counting rescans and
+// the IDs heard.
+func startListen(t *testing.T, st *Store) (nils func() int, heard func(id string) bool) {
 	t.Helper()
 	var mu sync.Mutex
 	n, ids := 0, map[string]bool{}
@@ -117,6 +106,14 @@ func listenFor(t *testing.T, st *Store) (nils func() int, heard func(id string) 
 		defer mu.Unlock()
 		return ids[id]
 	}
+	return nils, heard
+}
+
+// listenFor is startListen, then waits for the first rescan (the listener
+// is in place).
+func listenFor(t *testing.T, st *Store) (nils func() int, heard func(id string) bool) {
+	t.Helper()
+	nils, heard = startListen(t, st)
 	testutil.Eventually(t, 10*time.Second, "the listener to start", func() bool { return nils() >= 1 })
 	return nils, heard
 }
@@ -135,30 +132,16 @@ func TestWakeOnlyWhenOthersListen(t *testing.T) {
 	if _, err := raw.Exec(ctx, `LISTEN "norn_wake"`); err != nil {
 		t.Fatal(err)
 	}
-	unleased := func(st *Store, id string) {
-		t.Helper()
-		if _, err := st.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: id, Workflow: "wf", LeaseEpoch: 1},
-			History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// Alone, with a listener of its own: x1's wake-up is not sent. Close
 	// waits for the notifier (before it stops the listener), so x1 has
 	// been dealt with when it returns.
-	a1, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a1 := openAt(t, url)
 	a1.presenceTTL.Store(0)
 	ldone := make(chan error, 1)
 	go func() { ldone <- a1.Listen(ctx, func([]string) {}) }()
-	testutil.Eventually(t, 10*time.Second, "a1's listener to announce itself", func() bool {
-		a1.listenMu.Lock()
-		defer a1.listenMu.Unlock()
-		return len(a1.listenPIDs) == 1
-	})
-	unleased(a1, "x1")
+	waitLocked(t, a1)
+	createUnleased(t, a1, "x1")
 	if err := a1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -168,18 +151,10 @@ func TestWakeOnlyWhenOthersListen(t *testing.T) {
 
 	// With another store listening, x2's is sent, and it is the first
 	// notification on the channel (they arrive in commit order).
-	b, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAt(t, url)
 	_, heard := listenFor(t, b)
-	a2, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a2.Close()
-	unleased(a2, "x2")
+	a2 := openAt(t, url)
+	createUnleased(t, a2, "x2")
 	testutil.Eventually(t, 10*time.Second, "b to hear x2", func() bool { return heard("x2") })
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -207,11 +182,7 @@ func listenOwn(t *testing.T, st *Store) {
 		cancel()
 		<-done
 	})
-	testutil.Eventually(t, 10*time.Second, "the listener to take its lock", func() bool {
-		st.listenMu.Lock()
-		defer st.listenMu.Unlock()
-		return len(st.listenPIDs) == 1
-	})
+	waitLocked(t, st)
 }
 
 // A store with a listener of its own trusts a look that found no one else
@@ -221,11 +192,7 @@ func listenOwn(t *testing.T, st *Store) {
 func TestListenerRescansAfterJoining(t *testing.T) {
 	ctx := context.Background()
 	url := testutil.PostgresURL(t)
-	a, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAt(t, url)
 	a.presenceTTL.Store(int64(time.Hour))
 	listenOwn(t, a)
 	// The notifier is idle (nothing woken yet): look now, as it would.
@@ -233,74 +200,34 @@ func TestListenerRescansAfterJoining(t *testing.T) {
 		t.Fatal("a sees a listener where there is none")
 	}
 
-	b, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAt(t, url)
 	b.presenceLag.Store(int64(time.Hour))
-	var mu sync.Mutex
-	var nils int
-	var heard []string
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- b.Listen(lctx, func(ids []string) {
-			mu.Lock()
-			defer mu.Unlock()
-			if ids == nil {
-				nils++
-			}
-			heard = append(heard, ids...)
-		})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	testutil.Eventually(t, 10*time.Second, "b's listener to take its lock", func() bool {
-		b.listenMu.Lock()
-		defer b.listenMu.Unlock()
-		return len(b.listenPIDs) == 1
-	})
+	nils, heard := startListen(t, b)
+	waitLocked(t, b)
 	// b is there, but a still trusts its look: x's wake-up is not sent.
-	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseEpoch: 1},
-		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
-		t.Fatal(err)
-	}
+	createUnleased(t, a, "x")
 	if err := a.Close(); err != nil { // waits for the notifier
 		t.Fatal(err)
 	}
 	// Nor has b rescanned: it found a's listener, so it waits its lag
 	// (an hour here) before it does.
-	mu.Lock()
-	defer mu.Unlock()
-	if nils != 0 || len(heard) != 0 {
-		t.Fatalf("b rescanned %d times and heard %v within its lag", nils, heard)
+	if n := nils(); n != 0 || heard("x") {
+		t.Fatalf("b rescanned %d times (heard x: %v) within its lag", n, heard("x"))
 	}
 }
 
 // A listener that finds no other rescans at once; one that finds another
 // rescans once, presenceLag after it connected.
 func TestListenerRescanLag(t *testing.T) {
-	ctx := context.Background()
 	url := testutil.PostgresURL(t)
-	a, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAt(t, url)
 	a.presenceLag.Store(int64(time.Hour))
 	nils, _ := listenFor(t, a) // returns after its rescan: not an hour
 	if n := nils(); n != 1 {
 		t.Fatalf("a: %d rescans, want 1", n)
 	}
 
-	b, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAt(t, url)
 	b.presenceLag.Store(int64(300 * time.Millisecond))
 	start := time.Now()
 	nils, _ = listenFor(t, b)
@@ -317,24 +244,13 @@ func TestListenerRescanLag(t *testing.T) {
 func TestWakeFromStoreWithoutListener(t *testing.T) {
 	ctx := context.Background()
 	url := testutil.PostgresURL(t)
-	a, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openAt(t, url)
 	a.presenceTTL.Store(int64(time.Hour)) // not for a look that found no one
 	if a.othersListening(ctx) {
 		t.Fatal("a sees a listener where there is none")
 	}
-	b, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAt(t, url)
 	_, heard := listenFor(t, b)
-	if _, err := a.Apply(ctx, persistence.Step{Create: &persistence.Instance{ID: "x", Workflow: "wf", LeaseEpoch: 1},
-		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
-		t.Fatal(err)
-	}
+	createUnleased(t, a, "x")
 	testutil.Eventually(t, 10*time.Second, "b to hear x", func() bool { return heard("x") })
 }
