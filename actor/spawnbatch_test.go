@@ -110,12 +110,7 @@ func TestSpawnBatchRuns(t *testing.T) {
 					t.Fatalf("instance %d (%s): %d, %v; want %d", i, pid, out, err, 2*i)
 				}
 			}
-			if n, r := runs.count(); n != len(inputs) || r != len(inputs) {
-				t.Fatalf("%d instances ran %d times, want %d once each", n, r, len(inputs))
-			}
-			if got := hooks.get(actor.HookInstanceStarted); got != len(inputs) {
-				t.Fatalf("%d %s hooks, want %d", got, actor.HookInstanceStarted, len(inputs))
-			}
+			ranOnceEach(t, &runs, &hooks, len(inputs))
 		})
 	}
 }
@@ -203,12 +198,7 @@ func TestSpawnBatchIDIdempotent(t *testing.T) {
 					}
 				}
 			}
-			if n, r := runs.count(); n != len(items) || r != len(items) {
-				t.Fatalf("%d instances ran %d times, want %d once each", n, r, len(items))
-			}
-			if got := hooks.get(actor.HookInstanceStarted); got != len(items) {
-				t.Fatalf("%d %s hooks, want %d", got, actor.HookInstanceStarted, len(items))
-			}
+			ranOnceEach(t, &runs, &hooks, len(items))
 		})
 	}
 }
@@ -371,5 +361,17 @@ func TestSpawnBatchKill9(t *testing.T) {
 		if out, err := actor.Await(ctx, sys, wf, s.PID); err != nil || out != i+1 {
 			t.Fatalf("%s = %d, %v; want %d", s.PID, out, err, i+1)
 		}
+	}
+}
+
+// ranOnceEach fails unless n instances ran, each once, and n started hooks
+// fired.
+func ranOnceEach(t *testing.T, runs *runCounter, hooks *hookCounter, n int) {
+	t.Helper()
+	if got, r := runs.count(); got != n || r != n {
+		t.Fatalf("%d instances ran %d times, want %d once each", got, r, n)
+	}
+	if got := hooks.get(actor.HookInstanceStarted); got != n {
+		t.Fatalf("%d %s hooks, want %d", got, actor.HookInstanceStarted, n)
 	}
 }

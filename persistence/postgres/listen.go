@@ -220,7 +220,10 @@ func (s *Store) listenConn(ctx context.Context, channel string, present bool) (*
 	s.listenMu.Unlock()
 	var others bool
 	if err := conn.QueryRow(ctx, statements[sqlListening], s.listenerLocks, lockHash(channel), pids).Scan(&others); err != nil {
-		others = true // cannot tell: wait, as if there were
+		// Cannot tell: rescan late, as if there were. (A broken
+		// connection fails its first wait and reconnects.)
+		s.opts.Logger.Debug("norn/postgres: looking for other listeners", "server", s.target, "err", err)
+		others = true
 	}
 	return conn, others, nil
 }
