@@ -241,6 +241,11 @@ type StepResult struct {
 	// Claimed lists the messages of Step.Claim that were moved (in no
 	// particular order).
 	Claimed []int64
+	// Handed lists the messages of Send that went into the mailbox of
+	// their HandTo, as a mailbox read returns them (Seq, Target and
+	// PublishedAt set). Woken lists their HandTo once each, and Queued
+	// does not list them.
+	Handed []Message
 }
 
 // QueuedMessage is a message published on a channel with competing

@@ -185,6 +185,18 @@ type NewMessage struct {
 	// Target does not exist or has ended. Without it such a message is
 	// dropped, as mail to a dead process is.
 	MustDeliver bool
+	// HandTo, on a message published on a channel whose subscribers
+	// consume competitively (Target empty), names one of them to take it:
+	// the message goes straight into HandTo's mailbox, claimed as
+	// QueueClaimer.ClaimQueue claims for HandOwner (so it goes back to
+	// the queue if HandTo unsubscribes or ends first), if HandTo may
+	// take one by ClaimQueue's rules; otherwise it is queued as usual.
+	// StepResult.Handed lists the messages handed. The caller has checked
+	// that HandTo's receive takes the message's type: the store does not.
+	// A runtime uses it to give a message published on its node to a
+	// consumer of that node that waits idle, so that no claim runs for it.
+	HandTo    string
+	HandOwner string
 }
 
 // Subscription ties an instance to a channel in one mode.

@@ -336,6 +336,11 @@ func (s *Step) validateSend(v *validator) {
 		v.id("Send", i, "Channel", m.Channel)
 		v.id("Send", i, "Target", m.Target)
 		v.id("Send", i, "Sender", m.Sender)
+		v.id("Send", i, "HandTo", m.HandTo)
+		v.id("Send", i, "HandOwner", m.HandOwner)
+		if v.err == nil && m.HandTo != "" && (m.Target != "" || m.Channel == "" || m.HandOwner == "") {
+			v.err = &InvalidError{Field: fieldName("Send", i, "HandTo"), Reason: "needs a published message (a Channel, no Target) and a HandOwner"}
+		}
 		v.text("Send", i, "Type", m.Type, MaxNameLen)
 		for k, val := range m.Metadata {
 			v.text("Send", i, "Metadata", k, MaxMetadataKeyLen)

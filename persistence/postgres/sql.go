@@ -76,6 +76,7 @@ const (
 	sqlPublishSubs    = "norn_publish_subs"
 	sqlPublish        = "norn_publish"
 	sqlPublishMany    = "norn_publish_many"
+	sqlPublishHand    = "norn_publish_hand"
 	sqlQueue          = "norn_queue"
 	sqlCancelTimer    = "norn_cancel_timer"
 	sqlFireTimer      = "norn_fire_timer"
@@ -157,6 +158,23 @@ func runnableSQL(bucket string) string {
 		WHERE i.status = 'waiting' AND ` + free + ` LIMIT $1::bigint)
 	) r ORDER BY updated_at LIMIT $1::bigint`
 }
+
+// publishCTEs are the common part of sqlPublish and sqlPublishHand: the
+// channel's subscribers, the broadcast ones locked, the mode check, and a
+// copy for each broadcast subscriber.
+const publishCTEs = `WITH subs AS (SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text),
+		bc AS (SELECT instance_id FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast'
+			AND EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast') ORDER BY instance_id FOR KEY SHARE),
+		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
+		copies AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
+			FROM bc ORDER BY instance_id)`
+
+// publishQueues is the condition on which a publish queues its message:
+// no broadcast subscriber, and not a system channel nobody subscribes to.
+const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
+				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`
 
 var statements = map[string]string{
 	sqlClaimQueue: claimQueueSQL,
@@ -333,20 +351,34 @@ var statements = map[string]string{
 	// subscription. bc's scan runs only when subs found a broadcast
 	// subscriber, so a publish to a channel of another mode (or none, as
 	// the Down every end publishes) reads the subscriptions once.
-	sqlPublish: `WITH subs AS (SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text),
-		bc AS (SELECT instance_id FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast'
-			AND EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast') ORDER BY instance_id FOR KEY SHARE),
-		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
-		copies AS (
-			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
-			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
-			FROM bc ORDER BY instance_id),
+	sqlPublish: publishCTEs + `,
 		queued AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
-			WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
-				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `')))
+			` + publishQueues + `)
 		SELECT s.instance_id, s.mode FROM subs s CROSS JOIN chk WHERE chk.ok`,
+	// sqlPublish with a consumer to hand the message to (NewMessage.HandTo):
+	// $8 the consumer, $9 the owner that must hold its lease. hand is the
+	// consumer if it may take the message by ClaimQueue's rules, its
+	// subscription row locked as claimQueueSQL locks it; the message is
+	// then inserted into its mailbox, claimed, instead of the queue. Each
+	// row also says where the message went: its seq and the consumer, or
+	// NULLs if it was queued.
+	sqlPublishHand: publishCTEs + `,
+		hand AS MATERIALIZED (
+			SELECT s.instance_id FROM subscriptions s
+			JOIN instances i ON i.id = s.instance_id AND i.lease_owner = $9::text AND i.lease_expires > ` + serverNowNS + `
+				AND i.status NOT IN ` + terminalSQL + `
+			WHERE s.instance_id = $8::text AND s.channel = $2::text AND s.mode = 'competing'
+			FOR KEY SHARE OF s),
+		queued AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type, claimed)
+			SELECT $1::text, $2::text, h.instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text, h.instance_id IS NOT NULL
+			FROM (SELECT 1) AS one LEFT JOIN hand h ON true
+			` + publishQueues + `
+			RETURNING seq, target)
+		SELECT s.instance_id, s.mode, q.seq, q.target FROM subs s CROSS JOIN chk
+		LEFT JOIN queued q ON q.target IS NOT NULL WHERE chk.ok`,
 	// sqlPublish for a run of messages on one channel, in one statement:
 	// $1 channel, then arrays of $2 msg ids, $3 senders, $4 payloads, $5
 	// metadata (JSON text or NULL), $6 published at, $7 types. Copies and

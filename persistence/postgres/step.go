@@ -350,11 +350,11 @@ const minPublishRun = 4
 func (c *compiler) publishRun(i int) int {
 	send := c.step.Send
 	first := &send[i]
-	if first.Target != "" || first.Channel == "" {
+	if first.Target != "" || first.Channel == "" || first.HandTo != "" {
 		return 0
 	}
 	n := 0
-	for j := i; j < len(send) && send[j].Target == "" && send[j].Channel == first.Channel; j++ {
+	for j := i; j < len(send) && send[j].Target == "" && send[j].Channel == first.Channel && send[j].HandTo == ""; j++ {
 		n++
 	}
 	if n < minPublishRun {
@@ -472,6 +472,10 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 	}
 	c.lock(false, c.s.chanLocks, m.Channel)
 	r, channel, typ := c.r, m.Channel, m.Type
+	if m.HandTo != "" {
+		c.publishHand(m, args, at)
+		return
+	}
 	c.add(op{label: "publish", name: sqlPublish, args: args,
 		read: func(br pgx.BatchResults) error {
 			rows, _ := br.Query()
@@ -491,6 +495,46 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 			r.res.Woken = append(r.res.Woken, ids...)
 			if persistence.Mode(mode) == persistence.Competing {
 				r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: channel, Type: typ, Subscribers: ids})
+			}
+			return nil
+		},
+		check: modeConflict(m.Channel, persistence.Broadcast)})
+}
+
+// publishHand is publish for a message with a consumer to hand it to
+// (NewMessage.HandTo): in that consumer's mailbox if it may take it, else
+// queued as publish queues it.
+func (c *compiler) publishHand(m *persistence.NewMessage, args []any, at time.Time) {
+	r := c.r
+	handed := persistence.Message{ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type,
+		Payload: m.Payload, Metadata: m.Metadata, PublishedAt: fromNS(at.UnixNano())}
+	c.add(op{label: "publish", name: sqlPublishHand, args: append(args, m.HandTo, m.HandOwner),
+		read: func(br pgx.BatchResults) error {
+			rows, _ := br.Query()
+			defer rows.Close()
+			var ids []string
+			var mode string
+			var seq *int64
+			var target *string
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id, &mode, &seq, &target); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if target != nil && seq != nil {
+				handed.Seq, handed.Target = *seq, *target
+				r.res.Woken = append(r.res.Woken, *target)
+				r.res.Handed = append(r.res.Handed, handed)
+				return nil
+			}
+			r.res.Woken = append(r.res.Woken, ids...)
+			if persistence.Mode(mode) == persistence.Competing {
+				r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: handed.Channel, Type: handed.Type, Subscribers: ids})
 			}
 			return nil
 		},

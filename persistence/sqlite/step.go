@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -828,8 +829,19 @@ func (s *Store) send(tx *sql.Tx, ss *sendState, m persistence.NewMessage, now ti
 		if mode == "" && strings.HasPrefix(m.Channel, persistence.SystemChannelPrefix) {
 			break
 		}
-		if _, err := s.stmt(tx, s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Type, m.Payload, meta, at.UnixNano()); err != nil {
+		r, err := s.stmt(tx, s.st.insertMessage).Exec(m.ID, m.Channel, "", m.Sender, m.Type, m.Payload, meta, at.UnixNano())
+		if err != nil {
 			return fmt.Errorf("sqlite: publish: %w", err)
+		}
+		if m.HandTo != "" && mode == persistence.Competing && slices.Contains(subs, m.HandTo) {
+			handed, err := s.hand(tx, m, r, at, res)
+			if err != nil {
+				return err
+			}
+			if handed {
+				res.Woken = append(res.Woken, m.HandTo)
+				return nil
+			}
 		}
 	}
 	res.Woken = append(res.Woken, subs...)
@@ -837,6 +849,33 @@ func (s *Store) send(tx *sql.Tx, ss *sendState, m persistence.NewMessage, now ti
 		res.Queued = append(res.Queued, persistence.QueuedMessage{Channel: m.Channel, Type: m.Type, Subscribers: subs})
 	}
 	return nil
+}
+
+// hand moves the message just queued (ins, its insert) into the mailbox
+// of m.HandTo, claimed as ClaimQueue claims, if HandTo may take one by
+// ClaimQueue's rules; it reports whether it did (listed in res.Handed).
+func (s *Store) hand(tx *sql.Tx, m persistence.NewMessage, ins sql.Result, at time.Time, res *persistence.StepResult) (bool, error) {
+	var one int
+	switch err := s.stmt(tx, s.st.queueConsumer).QueryRow(m.HandTo, m.Channel, m.HandOwner, time.Now().UnixNano()).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("sqlite: hand message to %s: %w", m.HandTo, err)
+	}
+	seq, err := ins.LastInsertId()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: hand message to %s: %w", m.HandTo, err)
+	}
+	if _, err := s.stmt(tx, s.st.claimMessage).Exec(m.HandTo, seq); err != nil {
+		return false, fmt.Errorf("sqlite: hand message to %s: %w", m.HandTo, err)
+	}
+	// Its end must give the message back, as a claim's (see end).
+	if _, err := s.stmt(tx, s.st.holdClaims).Exec(m.HandTo); err != nil {
+		return false, fmt.Errorf("sqlite: hand message to %s: %w", m.HandTo, err)
+	}
+	res.Handed = append(res.Handed, persistence.Message{Seq: seq, ID: m.ID, Channel: m.Channel, Target: m.HandTo,
+		Sender: m.Sender, Type: m.Type, Payload: m.Payload, Metadata: m.Metadata, PublishedAt: fromNS(at.UnixNano())})
+	return true, nil
 }
 
 // AcquireLease takes an instance's lease.

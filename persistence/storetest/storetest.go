@@ -75,6 +75,7 @@ func Run(t *testing.T, open Factory) {
 		{"Claim", testClaim},
 		{"ClaimQueue", testClaimQueue},
 		{"ClaimQueueRace", testClaimQueueRace},
+		{"HandTo", testHandTo},
 		{"Load", testLoad},
 		{"EventDigest", testDigest},
 		{"MessageType", testMessageType},
