@@ -109,7 +109,7 @@ func testHandTo(t *testing.T, st persistence.Store) {
 
 	var inv *persistence.InvalidError
 	for _, bad := range []persistence.NewMessage{
-		{ID: "x", Channel: "jobs", HandTo: "c"},                               // no owner
+		{ID: "x", Channel: "jobs", HandTo: "c"},                                // no owner
 		{ID: "x", Channel: "jobs", Target: "c", HandTo: "c", HandOwner: owner}, // a send
 		{ID: "x", HandTo: "c", HandOwner: owner},                               // no channel
 	} {
