@@ -23,6 +23,9 @@ const (
 	sigWake signal = iota
 	sigCancel
 	sigStop
+	// sigHand is the wake of a hand-off (see hand.go): the activation looks
+	// at what it was handed, and owes no look at the queue for it.
+	sigHand
 )
 
 // stopPanic unwinds a workflow goroutine whose activation must end without
@@ -67,17 +70,22 @@ type activation struct {
 	// replay); fetch is how it takes their messages (see fetchQueued).
 	competing map[string]bool
 	fetch     fetchState
+	// hand holds what publishes on this node handed to it (see hand.go).
+	hand handSlot
 
 	deferred []*command // activities to start once replay ends
 	inbox    chan attemptResult
 	inflight int            // activity attempts running
 	runners  sync.WaitGroup // their goroutines
 
-	wakeCh   chan struct{}
-	stopCh   chan struct{}
-	cancelCh chan struct{}
-	stopOne  sync.Once
-	cancOne  sync.Once
+	wakeCh chan struct{}
+	// plainWake: a wake other than a hand-off's was delivered since the
+	// last park that received one.
+	plainWake atomic.Bool
+	stopCh    chan struct{}
+	cancelCh  chan struct{}
+	stopOne   sync.Once
+	cancOne   sync.Once
 
 	mu      sync.Mutex // guards actCancels
 	actCtl  map[*command]context.CancelFunc
@@ -185,6 +193,7 @@ func (a *activation) reset(inst persistence.Instance, hist journal.History) {
 	a.consumed = map[int64]bool{}
 	a.prefetch, a.prefetched = map[string]int{}, nil
 	a.competing, a.fetch = nil, fetchState{}
+	a.hand.take() // a new run reads its mailbox, where they are
 	a.deferred, a.inflight = nil, 0
 	a.comps, a.links = nil, supervisor.Links{}
 	a.locals = nil
@@ -203,7 +212,10 @@ func (a *activation) signal(sig signal) { a.deliver(sig) }
 // stop close channels once.
 func (a *activation) deliver(sig signal) {
 	switch sig {
-	case sigWake:
+	case sigWake, sigHand:
+		if sig == sigWake {
+			a.plainWake.Store(true) // before the send: park reads it after
+		}
 		a.busy(1) // carried by the wake until park receives it (see Idle)
 		select {
 		case a.wakeCh <- struct{}{}:

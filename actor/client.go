@@ -394,11 +394,14 @@ type Sent struct {
 	// Listeners is how many instances the message reached or may go to:
 	// the target of a send; each subscriber of a broadcast channel (each
 	// got a copy); the subscribers of a competing channel (one of them
-	// takes it). 0 for a message published where nobody subscribes.
+	// takes it), or 1 when it was handed at once to a consumer of this
+	// node that waited idle for it. 0 for a message published where
+	// nobody subscribes.
 	Listeners int
 	// Queued: the message waits in the channel's queue for a competing
 	// consumer (at most Config.QueueRetention): the channel has competing
-	// subscribers, or no subscriber at all yet.
+	// subscribers, or no subscriber at all yet. False for a message
+	// handed to a waiting consumer: it is in that consumer's mailbox.
 	Queued bool
 }
 
@@ -421,12 +424,23 @@ func (s *System) add(ctx context.Context, m persistence.NewMessage) (Sent, error
 		return Sent{}, err
 	}
 	defer s.leave()
+	to := s.pickHandTo(&m)
 	step := persistence.Step{Send: []persistence.NewMessage{m}}
 	res, err := s.store.Apply(ctx, step)
+	wakes := res
+	if to != nil {
+		// handed has woken the consumer: a second wake would only make
+		// it look again once it has taken the message.
+		s.handed(to, res, err)
+		wakes.Woken = slices.DeleteFunc(slices.Clone(res.Woken), func(id string) bool { return id == to.id })
+	}
 	if err != nil {
+		if m.Target == "" {
+			s.queueUnsure()
+		}
 		return Sent{}, err
 	}
-	s.afterCommit("", &step, res)
+	s.afterCommit("", &step, wakes)
 	sent := Sent{ID: m.ID, Duplicate: m.Dedupe && slices.Contains(res.Duplicates, m.ID)}
 	if !sent.Duplicate {
 		seen := map[string]bool{}

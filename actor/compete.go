@@ -11,18 +11,31 @@ import (
 // System.mu, which also guards the table of live activations it consults.
 
 // consumerWaiting registers a as about to read its mailbox for recv; the
-// wakes it was given are served by that read.
-func (s *System) consumerWaiting(a *activation, recv []*command) {
+// wakes it was given are served by that read. It reports whether the
+// router saw no message left for busy consumers since a last left its
+// registration (see compete.Router.Wait).
+func (s *System) consumerWaiting(a *activation, recv []*command) (quiet bool) {
 	rs := make([]mailbox.Receive, 0, len(recv))
 	for _, c := range recv {
 		if !c.Done() {
 			rs = append(rs, c.recv.accept())
 		}
 	}
+	hand := a.handOn(recv)
 	s.mu.Lock()
-	s.competing.Wait(a, rs)
+	quiet = s.competing.Wait(a, rs, hand)
 	s.mu.Unlock()
 	a.registered = true
+	return quiet
+}
+
+// queueUnsure makes the busy consumers look before they park: a commit
+// that may have queued messages failed unanswered, so nobody was woken
+// for what it queued.
+func (s *System) queueUnsure() {
+	s.mu.Lock()
+	s.competing.Missed(nil)
+	s.mu.Unlock()
 }
 
 // consumerBusy ends a's registration; wakes it was given since its last
@@ -32,7 +45,12 @@ func (s *System) consumerBusy(a *activation) {
 		return
 	}
 	a.registered = false
-	s.passOnWakes(a)
+	s.mu.Lock()
+	held := s.competing.Busy(a)
+	s.mu.Unlock()
+	for _, q := range held {
+		s.wakeQueued(q, a)
+	}
 }
 
 // passOnWakes hands the wakes an activation that ends or restarts was
@@ -51,6 +69,10 @@ func (s *System) passOnWakes(a *activation) {
 func (s *System) chainQueued(a *activation, ch string) {
 	s.mu.Lock()
 	subs := s.competing.Subscribers(ch)
+	if len(subs) == 0 {
+		// No commit here has named them yet: the busy ones look.
+		s.competing.Missed(a)
+	}
 	s.mu.Unlock()
 	if len(subs) > 0 {
 		s.wakeQueued(persistence.QueuedMessage{Channel: ch, Subscribers: subs}, a)

@@ -106,18 +106,22 @@ func consumedOnce(t *testing.T, sys *actor.System, pids []actor.PID, ids map[str
 }
 
 // TestQueuedPublishBetweenCheckAndPark: a publish committed after a
-// consumer read its mailbox and found nothing, but before it parks, still
-// wakes it (or another consumer): the consumer registers before it reads.
-// The fetcher serves the consumers by claims (as on a store with several
-// writers), or by mailbox reads but on a backlog (SQLite's way); with
-// batch > 1 the publishes come in batches, so that a backlog builds and
-// claims and reads meet.
+// consumer read its mailbox and found nothing, or decided it need not look
+// (no message was left for busy consumers since it last waited), but
+// before it parks, still wakes it (or another consumer), or is handed to
+// it: the consumer registers before it reads. The fetcher serves the
+// consumers by claims (as on a store with several writers), or by mailbox
+// reads but on a backlog (SQLite's way); with batch > 1 the publishes come
+// in batches, so that a backlog builds and claims and reads meet; with
+// hand they are single Publish calls, which hand the message to a
+// registered consumer.
 func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 	for _, tc := range []struct {
 		consumers, batch int
-		claims           bool
-	}{{1, 1, true}, {3, 1, true}, {1, 1, false}, {3, 1, false}, {3, 3, false}} {
-		t.Run(fmt.Sprintf("consumers=%d,batch=%d,claims=%v", tc.consumers, tc.batch, tc.claims), func(t *testing.T) {
+		claims, hand     bool
+	}{{1, 1, true, false}, {3, 1, true, false}, {1, 1, false, false}, {3, 1, false, false}, {3, 3, false, false},
+		{1, 1, true, true}, {3, 1, true, true}, {3, 1, false, true}} {
+		t.Run(fmt.Sprintf("consumers=%d,batch=%d,claims=%v,hand=%v", tc.consumers, tc.batch, tc.claims, tc.hand), func(t *testing.T) {
 			consumers := tc.consumers
 			messages := 20 * tc.batch
 			base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
@@ -130,7 +134,8 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 			// Every read of a consumer that found nothing (its mailbox,
 			// or the fetcher's claim for it) publishes one message as the
 			// read returns, before the consumer looks at what it read and
-			// parks, until all are out.
+			// parks, and so does every park in a receive, until all are
+			// out.
 			emptyRead := func(consumer string, found int, rerr error) {
 				if found > 0 || rerr != nil || !strings.HasPrefix(consumer, "consumer-") {
 					return
@@ -143,7 +148,15 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 				for i := range tc.batch {
 					outs = append(outs, actor.Outgoing{Channel: "jobs", Message: k*tc.batch + i})
 				}
-				got, err := sys.PublishBatch(ctx, outs)
+				var got []string
+				var err error
+				if tc.hand {
+					var id string
+					id, err = sys.Publish(ctx, "jobs", k)
+					got = []string{id}
+				} else {
+					got, err = sys.PublishBatch(ctx, outs)
+				}
 				if err != nil {
 					t.Errorf("publish: %v", err)
 					return
@@ -159,8 +172,10 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 			in.AfterClaimQueue = func(_ string, consumers []string, qc persistence.QueueClaim, rerr error) {
 				emptyRead(consumers[0], len(qc.Messages), rerr)
 			}
+			parks := actor.WatchParks(nil)
+			parks.OnPark(func(id string) { emptyRead(id, 0, nil) })
 			sys = testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
-				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+				PassivateAfter: time.Hour, RecoveryInterval: time.Hour, Hooks: parks})
 			sys.FetchByClaims(tc.claims)
 			pids := spawnConsumers(t, ctx, sys, consumers)
 			// Wait for the publishes to return, not only to start: a

@@ -96,6 +96,14 @@ type fetchState struct {
 	// not seen (left by a previous activation, or by a claim whose answer
 	// was lost), so an empty fetch still reads the mailbox.
 	leftover bool
+	// owed: the activation is to look for queued messages (ask the
+	// fetcher, or read its mailbox) before it parks. Set when it is woken,
+	// or when the router saw a message left for busy consumers since it
+	// last waited (see compete.Router.Wait); cleared by a look. A wait
+	// that owes none parks without one: what was queued meanwhile woke
+	// another consumer, or was handed to one. A message taken without a
+	// look (handed, prefetched) leaves it owed.
+	owed bool
 }
 
 // fetchQueued asks ch's fetcher for one message for consumer id, of types (nil:
@@ -269,8 +277,12 @@ func (a *activation) fetchQueued(recv []*command) (took, read bool, done func(ba
 	if c == nil {
 		return false, true, nil
 	}
+	if !a.fetch.owed {
+		return false, a.fetch.leftover, nil
+	}
 	ch := c.recv.spec.Channel
 	r := a.sys.fetchQueued(ch, a.id, c.recv.accept().Types())
+	a.fetch.owed = false // a claim looked, or the read it asks for will
 	if r.read {
 		return false, true, r.done
 	}
@@ -334,6 +346,7 @@ func (a *activation) noteCompeting(channel string, competing bool) {
 // fetcher: the activation has read its mailbox, and whether messages
 // claimed for it may still wait there unseen.
 func (a *activation) noteMailRead(msgs []persistence.Message, limit int) {
+	a.fetch.owed = false // the read saw the queue
 	if !a.fetch.read {
 		a.fetch.read, a.fetch.leftover = true, true
 	}

@@ -199,6 +199,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 	// receive-first workflow parks at once. Anything it is about to
 	// commit (a subscription, say) may bring mail without a wake.
 	scan := !a.quietMail || !a.pendingEmpty()
+	woken := false // a scan follows a wake: it looks whatever the router says
 	for {
 		if a.replaying() {
 			w, e, err := a.j.ReplayWait(done)
@@ -233,7 +234,9 @@ func (a *activation) await(done func() bool, recv []*command) error {
 			if len(recv) > 0 {
 				// Before the read: a message committed from now on wakes
 				// this activation or another consumer.
-				a.sys.consumerWaiting(a, recv)
+				if quiet := a.sys.consumerWaiting(a, recv); !quiet || woken {
+					a.fetch.owed = true
+				}
 			}
 			if a.scanMail(recv) {
 				a.sys.consumerBusy(a)
@@ -254,6 +257,7 @@ func (a *activation) await(done func() bool, recv []*command) error {
 		}
 		if scan = a.park(recv); scan {
 			a.quietMail = false
+			woken = woken || a.plainWake.Swap(false)
 		}
 	}
 }

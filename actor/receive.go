@@ -127,7 +127,7 @@ func (a *activation) scanMail(recv []*command) bool {
 	pre := a.preMail
 	a.preMail = nil
 	for {
-		if a.takePrefetched(recv) {
+		if a.takeHanded(recv) || a.takePrefetched(recv) {
 			return true
 		}
 		took, read, done := a.fetchQueued(recv)

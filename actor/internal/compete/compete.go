@@ -20,39 +20,138 @@ type Router[C comparable] struct {
 	// held are the queued messages whose wake a consumer was given and has
 	// not served by a read yet.
 	held map[C][]persistence.QueuedMessage
+	// handable are the registered consumers that may be handed a message
+	// published on each channel (see Pick), with the channels of each.
+	handable map[string]map[C]struct{}
+	handOn   map[C][]string
+	// misses counts the messages Route woke no registered consumer for,
+	// which the busy consumers are to look for before they park; since
+	// is its value when each consumer last left its registration.
+	misses uint64
+	since  map[C]uint64
+	// owe are the consumers that passed on a wake (Route's except) that
+	// then woke nobody: they look themselves.
+	owe map[C]bool
 }
 
 // NewRouter returns an empty Router.
 func NewRouter[C comparable]() *Router[C] {
 	return &Router[C]{
-		subs:    map[string][]string{},
-		waiting: map[C][]mailbox.Receive{},
-		held:    map[C][]persistence.QueuedMessage{},
+		subs:     map[string][]string{},
+		waiting:  map[C][]mailbox.Receive{},
+		held:     map[C][]persistence.QueuedMessage{},
+		handable: map[string]map[C]struct{}{},
+		handOn:   map[C][]string{},
+		since:    map[C]uint64{},
+		owe:      map[C]bool{},
 	}
 }
 
 // Wait registers c as about to read its mailbox for receives rs. The wakes
 // it held are served by that read.
-func (r *Router[C]) Wait(c C, rs []mailbox.Receive) {
+//
+// handOn are the channels on which c consumes competitively and may be
+// handed a message at once (see Pick): c takes such a message from its
+// receives without reading the store.
+//
+// quiet reports that c need not look for queued messages before it parks:
+// it left its last registration (Busy, or picked by Route or Pick) and
+// since then every message Route saw woke a registered consumer, so none
+// was left for the busy ones. It says nothing of wakes c was given (it
+// holds none when it was Pick's or left with Busy) or of other reasons to
+// look (a backlog its last claim saw, messages left in its mailbox).
+func (r *Router[C]) Wait(c C, rs []mailbox.Receive, handOn []string) (quiet bool) {
 	if rs == nil {
 		rs = []mailbox.Receive{}
 	}
+	if s, ok := r.since[c]; ok {
+		quiet = s == r.misses && len(r.held[c]) == 0 && !r.owe[c]
+	}
+	delete(r.owe, c)
+	r.unregister(c)
+	delete(r.since, c)
 	r.waiting[c] = rs
 	delete(r.held, c)
+	if len(handOn) == 0 {
+		return quiet
+	}
+	r.handOn[c] = handOn
+	for _, ch := range handOn {
+		set := r.handable[ch]
+		if set == nil {
+			set = map[C]struct{}{}
+			r.handable[ch] = set
+		}
+		set[c] = struct{}{}
+	}
+	return quiet
+}
+
+// unregister takes c out of waiting and of the channels it may be handed
+// messages on.
+func (r *Router[C]) unregister(c C) {
+	if _, ok := r.waiting[c]; ok {
+		r.since[c] = r.misses
+	}
+	delete(r.waiting, c)
+	for _, ch := range r.handOn[c] {
+		set := r.handable[ch]
+		delete(set, c)
+		if len(set) == 0 {
+			delete(r.handable, ch)
+		}
+	}
+	delete(r.handOn, c)
 }
 
 // Busy ends c's registration: it took something, or its wait ended. It
 // returns the wakes c was given since its last read, for the caller to
 // route to another consumer (Route with except c).
 func (r *Router[C]) Busy(c C) []persistence.QueuedMessage {
-	delete(r.waiting, c)
+	r.unregister(c)
 	held := r.held[c]
 	delete(r.held, c)
 	return held
 }
 
+// Pick chooses a registered consumer to hand a message of type typ,
+// about to be published on channel ch, to: one that may be handed
+// messages on ch (see Wait) and whose receives take the message for
+// sure, live by live. It is unregistered, as Route's pick is, so that
+// the next message goes to another; the caller wakes it whatever becomes
+// of the hand-off (its wait then starts again). ok is false if there is
+// none: the message is to be published as usual.
+func (r *Router[C]) Pick(ch, typ string, live func(C) bool) (c C, ok bool) {
+	for c := range r.handable[ch] {
+		if may, sure := acceptsQueued(r.waiting[c], ch, typ); !may || !sure || !live(c) {
+			continue
+		}
+		r.unregister(c)
+		return c, true
+	}
+	return c, false
+}
+
+// Missed tells the router that a message may wait in a queue with no
+// registered consumer woken for it (Route found none, or could not be
+// asked: a commit failed unanswered, the subscribers are not known yet):
+// the busy consumers are to look before they park. So is except, if it is
+// registered (it passes on a wake while it takes a message), however many
+// misses it counts when it leaves.
+func (r *Router[C]) Missed(except C) {
+	r.misses++
+	if _, registered := r.waiting[except]; registered {
+		r.owe[except] = true
+	}
+}
+
 // Leave is Busy for a consumer that stops, restarts or ends.
-func (r *Router[C]) Leave(c C) []persistence.QueuedMessage { return r.Busy(c) }
+func (r *Router[C]) Leave(c C) []persistence.QueuedMessage {
+	held := r.Busy(c)
+	delete(r.since, c)
+	delete(r.owe, c)
+	return held
+}
 
 // Waiting reports whether c is registered.
 func (r *Router[C]) Waiting(c C) bool {
@@ -121,10 +220,12 @@ func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id st
 		}
 	}
 	if picked {
-		delete(r.waiting, pick)
+		r.unregister(pick)
 		r.held[pick] = append(r.held[pick], q)
 		d.Wake = append(d.Wake, pick)
 		d.Cold = nil
+	} else {
+		r.Missed(except)
 	}
 	return d
 }

@@ -31,7 +31,7 @@ func TestRouteWakesOneRegisteredConsumerPerMessage(t *testing.T) {
 	r := NewRouter[string]()
 	n := node{"a": true, "b": true, "c": true}
 	for _, id := range []string{"a", "b", "c"} {
-		r.Wait(id, []mailbox.Receive{onChannel("jobs")})
+		r.Wait(id, []mailbox.Receive{onChannel("jobs")}, nil)
 	}
 	var woken []string
 	for range 3 {
@@ -60,7 +60,7 @@ func TestRouteColdSubscribersWhenNoneRegistered(t *testing.T) {
 		t.Fatalf("decision %+v, want the cold subscriber only", d)
 	}
 	// A registered consumer is picked instead of waking the cold one.
-	r.Wait("live-busy", []mailbox.Receive{onChannel("jobs")})
+	r.Wait("live-busy", []mailbox.Receive{onChannel("jobs")}, nil)
 	d = r.Route(queued("jobs", "live-busy", "passivated"), "", n.live)
 	if !slices.Equal(d.Wake, []string{"live-busy"}) || d.Cold != nil {
 		t.Fatalf("decision %+v, want the registered consumer and no cold wake", d)
@@ -70,12 +70,12 @@ func TestRouteColdSubscribersWhenNoneRegistered(t *testing.T) {
 func TestRouteSkipsWhatReceivesRefuse(t *testing.T) {
 	r := NewRouter[string]()
 	n := node{"other": true, "typed": true, "filtered": true, "sure": true}
-	r.Wait("other", []mailbox.Receive{onChannel("elsewhere")})
-	r.Wait("typed", []mailbox.Receive{{Type: "Invoice", Spec: mailbox.Spec{HasChannel: true, Channel: "jobs"}}})
+	r.Wait("other", []mailbox.Receive{onChannel("elsewhere")}, nil)
+	r.Wait("typed", []mailbox.Receive{{Type: "Invoice", Spec: mailbox.Spec{HasChannel: true, Channel: "jobs"}}}, nil)
 	filtered := onChannel("jobs")
 	filtered.Spec.HasFrom = true
-	r.Wait("filtered", []mailbox.Receive{filtered})
-	r.Wait("sure", []mailbox.Receive{onChannel("jobs")})
+	r.Wait("filtered", []mailbox.Receive{filtered}, nil)
+	r.Wait("sure", []mailbox.Receive{onChannel("jobs")}, nil)
 
 	q := queued("jobs", "other", "typed", "filtered", "sure")
 	q.Type = "Order"
@@ -94,13 +94,13 @@ func TestRouteSkipsWhatReceivesRefuse(t *testing.T) {
 func TestHeldWakesArePassedOn(t *testing.T) {
 	r := NewRouter[string]()
 	n := node{"a": true, "b": true}
-	r.Wait("a", []mailbox.Receive{onChannel("jobs")})
+	r.Wait("a", []mailbox.Receive{onChannel("jobs")}, nil)
 	q := queued("jobs", "a", "b")
 	if d := r.Route(q, "", n.live); !slices.Equal(d.Wake, []string{"a"}) {
 		t.Fatalf("woke %v, want a", d.Wake)
 	}
 	// a stops before its read: its wake goes to b, which registered since.
-	r.Wait("b", []mailbox.Receive{onChannel("jobs")})
+	r.Wait("b", []mailbox.Receive{onChannel("jobs")}, nil)
 	held := r.Leave("a")
 	if len(held) != 1 || held[0].Channel != "jobs" {
 		t.Fatalf("a held %v, want the jobs wake", held)
@@ -109,7 +109,7 @@ func TestHeldWakesArePassedOn(t *testing.T) {
 		t.Fatalf("passed-on wake woke %v, want b", d.Wake)
 	}
 	// A read serves the wakes held: registering again drops them.
-	r.Wait("b", []mailbox.Receive{onChannel("jobs")})
+	r.Wait("b", []mailbox.Receive{onChannel("jobs")}, nil)
 	if held := r.Busy("b"); len(held) != 0 {
 		t.Fatalf("b still holds %v after its read", held)
 	}
@@ -118,7 +118,7 @@ func TestHeldWakesArePassedOn(t *testing.T) {
 func TestExceptIsNeverPicked(t *testing.T) {
 	r := NewRouter[string]()
 	n := node{"a": true}
-	r.Wait("a", []mailbox.Receive{onChannel("jobs")})
+	r.Wait("a", []mailbox.Receive{onChannel("jobs")}, nil)
 	if d := r.Route(queued("jobs", "a"), "a", n.live); len(d.Wake) != 0 {
 		t.Fatalf("woke %v, the consumer passing the wake on", d.Wake)
 	}
@@ -154,5 +154,56 @@ func TestAddressees(t *testing.T) {
 				t.Fatalf("Addressees = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestPickHandsToOneSureConsumer(t *testing.T) {
+	r := NewRouter[string]()
+	jobs := []string{"jobs"}
+	filtered := onChannel("jobs")
+	filtered.Spec.HasFrom = true
+	r.Wait("filtered", []mailbox.Receive{filtered}, jobs)
+	r.Wait("typed", []mailbox.Receive{{Type: "Invoice", Spec: mailbox.Spec{HasChannel: true, Channel: "jobs"}}}, jobs)
+	r.Wait("not-handable", []mailbox.Receive{onChannel("jobs")}, nil)
+	r.Wait("stopping", []mailbox.Receive{onChannel("jobs")}, jobs)
+	r.Wait("sure", []mailbox.Receive{onChannel("jobs")}, jobs)
+	live := func(c string) bool { return c != "stopping" }
+
+	if c, ok := r.Pick("jobs", "Order", live); !ok || c != "sure" {
+		t.Fatalf("Pick = %q, %v; want sure, the one consumer that takes an Order for sure", c, ok)
+	}
+	if r.Waiting("sure") {
+		t.Fatal("the consumer picked is still registered")
+	}
+	if c, ok := r.Pick("jobs", "Order", live); ok {
+		t.Fatalf("second Pick = %q: nobody else takes an Order for sure", c)
+	}
+	if c, ok := r.Pick("jobs", "Invoice", live); !ok || c != "typed" {
+		t.Fatalf("Pick of an Invoice = %q, %v; want typed", c, ok)
+	}
+	if _, ok := r.Pick("other", "", live); ok {
+		t.Fatal("Pick on a channel nobody waits on")
+	}
+	// A consumer that leaves its wait is no longer handed anything, and
+	// one registered again without the channel is not either.
+	r.Wait("a", []mailbox.Receive{onChannel("jobs")}, jobs)
+	r.Busy("a")
+	r.Wait("b", []mailbox.Receive{onChannel("jobs")}, jobs)
+	r.Wait("b", []mailbox.Receive{onChannel("jobs")}, nil)
+	if c, ok := r.Pick("jobs", "", live); ok {
+		t.Fatalf("Pick = %q after the consumers left", c)
+	}
+	// Route's pick also ends the hand-off registration.
+	r.Wait("c", []mailbox.Receive{onChannel("jobs")}, jobs)
+	if d := r.Route(queued("jobs", "c"), "", node{"c": true}.live); !slices.Equal(d.Wake, []string{"c"}) {
+		t.Fatalf("Route woke %v, want c", d.Wake)
+	}
+	if c, ok := r.Pick("jobs", "", live); ok {
+		t.Fatalf("Pick = %q, which Route picked already", c)
+	}
+	r.Busy("filtered")
+	r.Leave("stopping")
+	if len(r.handable) != 0 || len(r.handOn) != 0 {
+		t.Fatalf("hand-off registrations left: %v %v", r.handable, r.handOn)
 	}
 }

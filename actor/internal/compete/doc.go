@@ -22,6 +22,13 @@
 //   - A consumer that leaves its wait, stops or crashes while holding wakes
 //     passes them on (Busy and Leave return them for the caller to route
 //     again).
+//   - Before a message is published on this node, Pick may choose a
+//     registered consumer that takes it for sure and takes it from its
+//     receives without a read (the runtime says which channels when it
+//     registers): the store then puts the message straight into that
+//     consumer's mailbox, and the runtime hands it over in memory. The
+//     consumer is unregistered like Route's pick, and woken whatever the
+//     store did.
 //
 // A Router does no IO, starts nothing and has no lock of its own: the
 // runtime calls it under the lock that also guards its table of live
@@ -31,7 +38,8 @@
 // Used by the runtime like this, under its lock:
 //
 //	r := compete.NewRouter[*activation]()
-//	r.Wait(a, receives)                         // before a's mailbox read
+//	r.Wait(a, receives, handOn)                 // before a's mailbox read
+//	c, ok := r.Pick(channel, typ, live)         // before a publish: hand it to c
 //	d := r.Route(queued, nil, liveConsumer)     // after a commit queued a message
 //	for _, c := range d.Wake { signal(c) }
 //	wakeTheUsualWay(d.Cold)

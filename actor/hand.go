@@ -1,0 +1,163 @@
+package actor
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/nornlabs/norn/mailbox"
+	"github.com/nornlabs/norn/persistence"
+)
+
+// Hand-off of published messages to idle consumers of this node.
+//
+// A message published from outside the workflows (Publish, Deliver) on a
+// competing channel would be queued, and the consumer woken for it would
+// then claim it from the queue: a second write. When one of this node's
+// consumers waits idle on that channel and takes the message's type for
+// sure, the publish names it (NewMessage.HandTo): the store puts the
+// message straight into that consumer's mailbox, claimed for it, in the
+// publish's own transaction (or queues it as usual if the consumer may no
+// longer take one), and the runtime gives the committed message to the
+// activation in memory, which takes it with its next step.
+//
+// Exactly once: a handed message is in the consumer's mailbox, bound to
+// the instance, as a claimed one is; if the activation stops or crashes
+// before taking it, the instance's next activation finds it there, and if
+// the instance unsubscribes or ends first, it goes back to the queue. The
+// activation takes it with a step that commits at once and only if the
+// message is still there (a mailbox read may have taken it first).
+
+// handSlot holds what publishes handed to an activation and it has not
+// looked at yet. Written by publishing goroutines, read by the workflow
+// goroutine.
+type handSlot struct {
+	mu   sync.Mutex
+	msgs []persistence.Message
+	// lost: a publish that named this activation failed with its outcome
+	// unknown, so its mailbox may hold a message it was not given.
+	lost bool
+}
+
+func (h *handSlot) put(msgs []persistence.Message, lost bool) {
+	h.mu.Lock()
+	h.msgs = append(h.msgs, msgs...)
+	h.lost = h.lost || lost
+	h.mu.Unlock()
+}
+
+func (h *handSlot) take() ([]persistence.Message, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msgs, lost := h.msgs, h.lost
+	h.msgs, h.lost = nil, false
+	return msgs, lost
+}
+
+// handOn lists the channels on which the activation may be handed a
+// message while it waits on recv: competing channels it receives from,
+// while it holds its lease and watches no linked child (whose Down it
+// must see before it takes anything).
+func (a *activation) handOn(recv []*command) []string {
+	if !a.leased.Load() || a.watchLinks() {
+		return nil
+	}
+	var chans []string
+	for _, c := range recv {
+		// A receive with a sender or payload filter may refuse what is
+		// handed to it: it is never picked (see compete.Router.Pick).
+		if sp := c.recv.spec; !c.Done() && sp.HasChannel && a.competing[sp.Channel] && !sp.HasFrom && len(sp.Preds) == 0 {
+			chans = append(chans, sp.Channel)
+		}
+	}
+	return chans
+}
+
+// pickHandTo chooses, for m about to be published from outside the
+// workflows, a consumer of this node to hand it to, and names it in m; nil
+// if there is none.
+func (s *System) pickHandTo(m *persistence.NewMessage) *activation {
+	if m.Target != "" || m.Channel == "" || strings.HasPrefix(m.Channel, persistence.SystemChannelPrefix) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return nil
+	}
+	a, ok := s.competing.Pick(m.Channel, m.Type, func(a *activation) bool {
+		return s.acts[a.id] == a && !a.passivating
+	})
+	if !ok {
+		return nil
+	}
+	m.HandTo, m.HandOwner = a.id, s.cfg.NodeID
+	return a
+}
+
+// handed gives a the messages res says were handed to it (none if the
+// store queued the message, err if the publish failed) and wakes it: it
+// was unregistered when picked, and waits again only once woken. If a is
+// no longer the instance's live activation (it stopped meanwhile), the
+// one that is, if any, is told to read its mailbox, where they wait, and
+// an instance with none is started, as any mail starts it.
+func (s *System) handed(a *activation, res persistence.StepResult, err error) {
+	var mine []persistence.Message
+	for _, m := range res.Handed {
+		if m.Target == a.id {
+			mine = append(mine, m)
+		}
+	}
+	s.mu.Lock()
+	cur := s.acts[a.id]
+	if cur == a {
+		if len(mine) > 0 || err != nil {
+			a.hand.put(mine, err != nil)
+		}
+		s.signalLocked(a, sigHand)
+		s.mu.Unlock()
+		return
+	}
+	if cur != nil && (len(mine) > 0 || err != nil) {
+		cur.hand.put(nil, true)
+	}
+	s.mu.Unlock()
+	s.wake(a.id)
+}
+
+// takeHanded takes, for one of recv, a message a publish handed to this
+// activation, committing the take at once; it reports whether it took
+// one. Handed messages it does not take stay in its mailbox, where its
+// next reads find them.
+func (a *activation) takeHanded(recv []*command) bool {
+	msgs, lost := a.hand.take()
+	if lost {
+		a.fetch.leftover = true
+	}
+	took := false
+	for _, m := range msgs {
+		if a.consumed[m.Seq] {
+			continue // taken by a mailbox read, in the step pending
+		}
+		c := a.handedReceive(recv, m)
+		if took || c == nil {
+			a.fetch.leftover = true
+			continue
+		}
+		// As a queued message: the take commits now, and only if the
+		// message is still in the mailbox.
+		m.Target = ""
+		took = a.consume(c, m, nil)
+	}
+	return took
+}
+
+// handedReceive is the first of recv, still waited for, that takes m.
+func (a *activation) handedReceive(recv []*command, m persistence.Message) *command {
+	msg := mailbox.FromStored(m)
+	for _, c := range recv {
+		if !c.Done() && c.recv.spec.HasChannel && c.recv.spec.Channel == m.Channel && c.recv.matches(msg) {
+			return c
+		}
+	}
+	return nil
+}
