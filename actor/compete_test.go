@@ -406,12 +406,20 @@ func TestFetchedClaimUnanswered(t *testing.T) {
 	ctx := testutil.Ctx(t, 2*time.Minute)
 	pids := spawnConsumers(t, ctx, sys, 3)
 	ids := map[string]bool{}
-	for i := range messages {
-		id, err := sys.Publish(ctx, "jobs", i)
+	// In batches: a single Publish would be handed to an idle consumer,
+	// with no claim.
+	for i := 0; i < messages; i += 5 {
+		var outs []actor.Outgoing
+		for j := range 5 {
+			outs = append(outs, actor.Outgoing{Channel: "jobs", Message: i + j})
+		}
+		got, err := sys.PublishBatch(ctx, outs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[id] = true
+		for _, id := range got {
+			ids[id] = true
+		}
 	}
 	consumedOnce(t, sys, pids, ids)
 	if st.lost.Load() == 0 {

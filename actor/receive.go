@@ -274,6 +274,7 @@ func (a *activation) takePrefetched(recv []*command) bool {
 // unsubscribe puts them back in its queue.
 func (a *activation) dropPrefetched(channel string) {
 	a.prefetched = slices.DeleteFunc(a.prefetched, func(m persistence.Message) bool { return m.Channel == channel })
+	a.hand.drop(channel)
 }
 
 // consume records the receive of m by c, claiming claim ahead with it. A
