@@ -34,7 +34,7 @@ func (s *System) consumerWaiting(a *activation, recv []*command) (quiet bool) {
 // for what it queued.
 func (s *System) queueUnsure() {
 	s.mu.Lock()
-	s.competing.Missed(nil)
+	s.competing.Missed()
 	s.mu.Unlock()
 }
 
@@ -71,7 +71,7 @@ func (s *System) chainQueued(a *activation, ch string) {
 	subs := s.competing.Subscribers(ch)
 	if len(subs) == 0 {
 		// No commit here has named them yet: the busy ones look.
-		s.competing.Missed(a)
+		s.competing.Missed()
 	}
 	s.mu.Unlock()
 	if len(subs) > 0 {

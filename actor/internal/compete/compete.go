@@ -24,14 +24,12 @@ type Router[C comparable] struct {
 	// published on each channel (see Pick), with the channels of each.
 	handable map[string]map[C]struct{}
 	handOn   map[C][]string
-	// misses counts the messages Route woke no registered consumer for,
-	// which the busy consumers are to look for before they park; since
-	// is its value when each consumer last left its registration.
+	// misses counts the messages that may wait in a queue with no
+	// registered consumer woken for them (see Missed), which the other
+	// consumers are to look for before they park; since is its value at
+	// each consumer's latest Wait.
 	misses uint64
 	since  map[C]uint64
-	// owe are the consumers that passed on a wake (Route's except) that
-	// then woke nobody: they look themselves.
-	owe map[C]bool
 }
 
 // NewRouter returns an empty Router.
@@ -43,7 +41,6 @@ func NewRouter[C comparable]() *Router[C] {
 		handable: map[string]map[C]struct{}{},
 		handOn:   map[C][]string{},
 		since:    map[C]uint64{},
-		owe:      map[C]bool{},
 	}
 }
 
@@ -54,22 +51,23 @@ func NewRouter[C comparable]() *Router[C] {
 // handed a message at once (see Pick): c takes such a message from its
 // receives without reading the store.
 //
-// quiet reports that c need not look for queued messages before it parks:
-// it left its last registration (Busy, or picked by Route or Pick) and
-// since then every message Route saw woke a registered consumer, so none
-// was left for the busy ones. It says nothing of wakes c was given (it
-// holds none when it was Pick's or left with Busy) or of other reasons to
-// look (a backlog its last claim saw, messages left in its mailbox).
+// quiet reports that c need not look for queued messages before it parks,
+// as far as the router knows: since c's previous Wait, nothing was missed
+// (every message Route saw woke a registered consumer, or was handed to
+// one), and c holds no wake Route gave it. While registered c was woken
+// for what it takes; busy, it missed nothing. It says nothing of other
+// reasons to look (a wake from elsewhere, a backlog its last claim saw,
+// messages left in its mailbox), and a consumer that looks at no queue
+// after a Wait that was not quiet must take that look before its next.
 func (r *Router[C]) Wait(c C, rs []mailbox.Receive, handOn []string) (quiet bool) {
 	if rs == nil {
 		rs = []mailbox.Receive{}
 	}
 	if s, ok := r.since[c]; ok {
-		quiet = s == r.misses && len(r.held[c]) == 0 && !r.owe[c]
+		quiet = s == r.misses && len(r.held[c]) == 0
 	}
-	delete(r.owe, c)
+	r.since[c] = r.misses
 	r.unregister(c)
-	delete(r.since, c)
 	r.waiting[c] = rs
 	delete(r.held, c)
 	if len(handOn) == 0 {
@@ -90,9 +88,6 @@ func (r *Router[C]) Wait(c C, rs []mailbox.Receive, handOn []string) (quiet bool
 // unregister takes c out of waiting and of the channels it may be handed
 // messages on.
 func (r *Router[C]) unregister(c C) {
-	if _, ok := r.waiting[c]; ok {
-		r.since[c] = r.misses
-	}
 	delete(r.waiting, c)
 	for _, ch := range r.handOn[c] {
 		set := r.handable[ch]
@@ -135,21 +130,13 @@ func (r *Router[C]) Pick(ch, typ string, live func(C) bool) (c C, ok bool) {
 // Missed tells the router that a message may wait in a queue with no
 // registered consumer woken for it (Route found none, or could not be
 // asked: a commit failed unanswered, the subscribers are not known yet):
-// the busy consumers are to look before they park. So is except, if it is
-// registered (it passes on a wake while it takes a message), however many
-// misses it counts when it leaves.
-func (r *Router[C]) Missed(except C) {
-	r.misses++
-	if _, registered := r.waiting[except]; registered {
-		r.owe[except] = true
-	}
-}
+// every consumer is to look before it parks again (see Wait).
+func (r *Router[C]) Missed() { r.misses++ }
 
 // Leave is Busy for a consumer that stops, restarts or ends.
 func (r *Router[C]) Leave(c C) []persistence.QueuedMessage {
 	held := r.Busy(c)
 	delete(r.since, c)
-	delete(r.owe, c)
 	return held
 }
 
@@ -225,7 +212,7 @@ func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id st
 		d.Wake = append(d.Wake, pick)
 		d.Cold = nil
 	} else {
-		r.Missed(except)
+		r.Missed()
 	}
 	return d
 }

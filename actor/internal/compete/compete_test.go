@@ -207,3 +207,46 @@ func TestPickHandsToOneSureConsumer(t *testing.T) {
 		t.Fatalf("hand-off registrations left: %v %v", r.handable, r.handOn)
 	}
 }
+
+func TestWaitQuiet(t *testing.T) {
+	jobs := []mailbox.Receive{onChannel("jobs")}
+	hand := []string{"jobs"}
+	n := node{"a": true, "b": true}
+	for _, tc := range []struct {
+		name string
+		run  func(r *Router[string])
+		want bool
+	}{
+		{"first wait", func(*Router[string]) {}, false},
+		{"busy, nothing missed", func(r *Router[string]) { r.Wait("a", jobs, hand); r.Busy("a") }, true},
+		{"waits again while registered", func(r *Router[string]) { r.Wait("a", jobs, hand) }, true},
+		{"handed", func(r *Router[string]) { r.Wait("a", jobs, hand); r.Pick("jobs", "", n.a) }, true},
+		{"busy while a message woke nobody", func(r *Router[string]) {
+			r.Wait("a", jobs, hand)
+			r.Busy("a")
+			r.Route(queued("jobs", "a"), "", n.live)
+		}, false},
+		{"registered when something was missed", func(r *Router[string]) { r.Wait("a", jobs, hand); r.Missed() }, false},
+		{"holds a wake", func(r *Router[string]) {
+			r.Wait("a", jobs, hand)
+			r.Route(queued("jobs", "a", "b"), "", n.live)
+		}, false},
+		{"another consumer took the wake", func(r *Router[string]) {
+			r.Wait("a", jobs, hand)
+			r.Busy("a")
+			r.Wait("b", jobs, hand)
+			r.Route(queued("jobs", "a", "b"), "", n.live)
+		}, true},
+		{"left (stopped) and came back", func(r *Router[string]) { r.Wait("a", jobs, hand); r.Leave("a") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRouter[string]()
+			tc.run(r)
+			if got := r.Wait("a", jobs, hand); got != tc.want {
+				t.Fatalf("quiet = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func (n node) a(c string) bool { return n[c] }
