@@ -12,8 +12,8 @@ import (
 
 // consumerWaiting registers a as about to read its mailbox for recv; the
 // wakes it was given are served by that read. It reports whether the
-// router saw no message left for busy consumers since a last left its
-// registration (see compete.Router.Wait).
+// router missed no message since a's previous wait, so that a need not
+// look at the queue for it (see compete.Router.Wait).
 func (s *System) consumerWaiting(a *activation, recv []*command) (quiet bool) {
 	rs := make([]mailbox.Receive, 0, len(recv))
 	for _, c := range recv {

@@ -19,17 +19,7 @@ import (
 // consumer's own mailbox, consumed by a step, and goes back to the queue
 // when the consumer unsubscribes or ends.
 func testClaimQueue(t *testing.T, st persistence.Store) {
-	competing := []persistence.Subscription{{Channel: "jobs", Mode: persistence.Competing}}
-	for _, id := range []string{"a", "b", "c", "done", "not-sub"} {
-		create(t, st, id)
-		if id != "not-sub" {
-			apply(t, st, persistence.Step{Instance: id, Epoch: 1, Subscribe: competing})
-		}
-	}
-	// Leased by another node.
-	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "elsewhere", Workflow: "wf", LeaseOwner: "node-b", LeaseEpoch: 1},
-		LeaseTTL: time.Minute, Subscribe: competing})
-	apply(t, st, persistence.Step{Instance: "done", Epoch: 1, Status: persistence.StatusCompleted})
+	competing := jobsConsumers(t, st)
 
 	publish := func(id, typ string) {
 		apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: id, Channel: "jobs", Type: typ, Payload: []byte(`"` + id + `"`)}}})
@@ -120,6 +110,26 @@ func testClaimQueue(t *testing.T, st persistence.Store) {
 	if _, err := st.ClaimQueue(ctx(), "", "jobs", nil, []string{"c"}); !errors.As(err, &inv) {
 		t.Fatalf("ClaimQueue without an owner: error = %v, want an *InvalidError", err)
 	}
+}
+
+// jobsConsumers makes the consumers of channel "jobs" the claim tests
+// hand messages to: a, b and c, leased by owner and subscribed
+// competitively; done, subscribed and ended; not-sub, not subscribed; and
+// elsewhere, subscribed and leased by another owner (node-b). It returns
+// the subscription, for more consumers.
+func jobsConsumers(t *testing.T, st persistence.Store) []persistence.Subscription {
+	t.Helper()
+	competing := []persistence.Subscription{{Channel: "jobs", Mode: persistence.Competing}}
+	for _, id := range []string{"a", "b", "c", "done", "not-sub"} {
+		create(t, st, id)
+		if id != "not-sub" {
+			apply(t, st, persistence.Step{Instance: id, Epoch: 1, Subscribe: competing})
+		}
+	}
+	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "elsewhere", Workflow: "wf", LeaseOwner: "node-b", LeaseEpoch: 1},
+		LeaseTTL: time.Minute, Subscribe: competing})
+	apply(t, st, persistence.Step{Instance: "done", Epoch: 1, Status: persistence.StatusCompleted})
+	return competing
 }
 
 // testClaimQueueRace: claims for disjoint consumer sets race each other

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nornlabs/norn/persistence"
 )
@@ -17,16 +16,7 @@ import (
 // consumed like a claimed one, and goes back to the queue when its
 // consumer unsubscribes or ends first.
 func testHandTo(t *testing.T, st persistence.Store) {
-	competing := []persistence.Subscription{{Channel: "jobs", Mode: persistence.Competing}}
-	for _, id := range []string{"a", "b", "c", "done", "not-sub"} {
-		create(t, st, id)
-		if id != "not-sub" {
-			apply(t, st, persistence.Step{Instance: id, Epoch: 1, Subscribe: competing})
-		}
-	}
-	apply(t, st, persistence.Step{Create: &persistence.Instance{ID: "elsewhere", Workflow: "wf", LeaseOwner: "node-b", LeaseEpoch: 1},
-		LeaseTTL: time.Minute, Subscribe: competing})
-	apply(t, st, persistence.Step{Instance: "done", Epoch: 1, Status: persistence.StatusCompleted})
+	jobsConsumers(t, st)
 	create(t, st, "listener")
 	apply(t, st, persistence.Step{Instance: "listener", Epoch: 1,
 		Subscribe: []persistence.Subscription{{Channel: "news", Mode: persistence.Broadcast}}})

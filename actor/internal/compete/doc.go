@@ -22,6 +22,12 @@
 //   - A consumer that leaves its wait, stops or crashes while holding wakes
 //     passes them on (Busy and Leave return them for the caller to route
 //     again).
+//   - A consumer that took a message looks at the queue again before it
+//     parks only if something may have been left for it: Wait reports
+//     whether, since the consumer's previous Wait, a message woke no
+//     registered consumer (Missed, counted by Route and by the runtime)
+//     or the consumer holds a wake. Otherwise every message since went
+//     to a registered consumer, and the look would find nothing.
 //   - Before a message is published on this node, Pick may choose a
 //     registered consumer that takes it for sure and takes it from its
 //     receives without a read (the runtime says which channels when it
