@@ -3,6 +3,9 @@ package actor_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/storeurl"
 )
 
 // A message published on this node while one of its consumers waits idle
@@ -341,4 +345,79 @@ func TestHandOffAnswerLost(t *testing.T) {
 		t.Fatal("the publish handed nothing: the test did not reach the hand-off")
 	}
 	consumedOnce(t, sys, pids, map[string]bool{"lost-answer": true})
+}
+
+func init() { registerChildRole("hand-off-node", handOffNode) }
+
+// handOffMessages is how many messages TestHandOffKilled publishes.
+const handOffMessages = 60
+
+// handOffNode runs three queue consumers and publishes the test's messages
+// one at a time, under their fixed IDs (a repeat is a duplicate), so that
+// most are handed to an idle consumer; it says "PUB i handed=…" after
+// each, then waits to be killed.
+func handOffNode() int {
+	ctx := context.Background()
+	st, err := storeurl.Open(ctx, os.Getenv("NORN_CHILD_STORE"))
+	if err != nil {
+		return childFail("open store: %v", err)
+	}
+	sys, err := actor.Start(ctx, actor.Config{Store: st, Workflows: actor.Register(queueConsumer), NodeID: "n1",
+		PassivateAfter: time.Hour})
+	if err != nil {
+		return childFail("start: %v", err)
+	}
+	for i := range 3 {
+		if _, err := actor.Spawn(ctx, sys, queueConsumer, i, actor.WithID(fmt.Sprintf("consumer-%d", i))); err != nil && !errors.Is(err, actor.ErrIDConflict) {
+			return childFail("spawn: %v", err)
+		}
+	}
+	for i := range handOffMessages {
+		sent, err := sys.Deliver(ctx, actor.Outgoing{Channel: "jobs", Message: i, ID: fmt.Sprintf("m-%02d", i)})
+		if err != nil {
+			return childFail("publish %d: %v", i, err)
+		}
+		childSay("PUB %d handed=%v", i, !sent.Queued && !sent.Duplicate)
+	}
+	select {}
+}
+
+// TestHandOffKilled: the node that publishes and hands the messages to its
+// consumers is killed -9 at random points (a publish committed and not
+// yet handed over, a take not yet committed, a hand-off under way), then
+// started again on the same store; at the end every message has been
+// consumed exactly once and none waits.
+func TestHandOffKilled(t *testing.T) {
+	t.Parallel()
+	path := testutil.SQLitePath(t)
+	env := "NORN_CHILD_STORE=sqlite://" + path
+	handed := 0
+	for _, at := range []int{3, 17, 29, 44, handOffMessages} {
+		c := startChild(t, "hand-off-node", env)
+		for i := 0; i < at; i++ {
+			if strings.HasSuffix(c.waitLine(t, "PUB ", time.Minute), "handed=true") {
+				handed++
+			}
+		}
+		c.kill9(t)
+	}
+	if handed == 0 {
+		t.Fatal("no message was handed to a consumer: the test did not reach the hand-off")
+	}
+	t.Logf("%d publishes handed their message to a consumer", handed)
+
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(queueConsumer),
+		NodeID: "n1", PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ids := map[string]bool{}
+	for i := range handOffMessages {
+		ids[fmt.Sprintf("m-%02d", i)] = true
+	}
+	var pids []actor.PID
+	for i := range 3 {
+		pids = append(pids, actor.PID(fmt.Sprintf("consumer-%d", i)))
+	}
+	consumedOnce(t, sys, pids, ids)
+	testutil.Eventually(t, 30*time.Second, "nothing waits", func() bool {
+		return channelStat(t, sys, "jobs").Waiting == 0
+	})
 }
