@@ -389,35 +389,48 @@ func handOffNode() int {
 // consumed exactly once and none waits.
 func TestHandOffKilled(t *testing.T) {
 	t.Parallel()
-	path := testutil.SQLitePath(t)
-	env := "NORN_CHILD_STORE=sqlite://" + path
-	handed := 0
-	for _, at := range []int{3, 17, 29, 44, handOffMessages} {
-		c := startChild(t, "hand-off-node", env)
-		for i := 0; i < at; i++ {
-			if strings.HasSuffix(c.waitLine(t, "PUB ", time.Minute), "handed=true") {
-				handed++
+	for name, url := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite://" + testutil.SQLitePath(t) },
+		"postgres": func(t *testing.T) string { return testutil.PostgresURL(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			u := url(t)
+			handed := 0
+			for _, at := range []int{3, 17, 29, 44, handOffMessages} {
+				c := startChild(t, "hand-off-node", "NORN_CHILD_STORE="+u)
+				for range at {
+					if strings.HasSuffix(c.waitLine(t, "PUB ", time.Minute), "handed=true") {
+						handed++
+					}
+				}
+				c.kill9(t)
 			}
-		}
-		c.kill9(t)
-	}
-	if handed == 0 {
-		t.Fatal("no message was handed to a consumer: the test did not reach the hand-off")
-	}
-	t.Logf("%d publishes handed their message to a consumer", handed)
+			if handed == 0 {
+				t.Fatal("no message was handed to a consumer: the test did not reach the hand-off")
+			}
+			t.Logf("%d publishes handed their message to a consumer", handed)
 
-	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(queueConsumer),
-		NodeID: "n1", PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
-	ids := map[string]bool{}
-	for i := range handOffMessages {
-		ids[fmt.Sprintf("m-%02d", i)] = true
+			ctx := testutil.Ctx(t, 2*time.Minute)
+			st, err := storeurl.Open(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(queueConsumer),
+				NodeID: "n1", PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+			ids := map[string]bool{}
+			for i := range handOffMessages {
+				ids[fmt.Sprintf("m-%02d", i)] = true
+			}
+			var pids []actor.PID
+			for i := range 3 {
+				pids = append(pids, actor.PID(fmt.Sprintf("consumer-%d", i)))
+			}
+			consumedOnce(t, sys, pids, ids)
+			testutil.Eventually(t, 30*time.Second, "nothing waits", func() bool {
+				return channelStat(t, sys, "jobs").Waiting == 0
+			})
+		})
 	}
-	var pids []actor.PID
-	for i := range 3 {
-		pids = append(pids, actor.PID(fmt.Sprintf("consumer-%d", i)))
-	}
-	consumedOnce(t, sys, pids, ids)
-	testutil.Eventually(t, 30*time.Second, "nothing waits", func() bool {
-		return channelStat(t, sys, "jobs").Waiting == 0
-	})
 }
