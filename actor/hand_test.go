@@ -51,14 +51,16 @@ func TestPublishHandsToIdleConsumer(t *testing.T) {
 		name   string
 		open   func(*testing.T) persistence.Store
 		claims bool
-		// looks the consumers may make anyway: PostgreSQL's listener
-		// rescans once it is connected (a notification gap), which makes
-		// each live consumer look once, at a moment the test cannot see.
+		// looks the consumers may make anyway: PostgreSQL's listeners
+		// rescan once they are connected (a notification gap), which
+		// makes each live consumer look once per rescan, at moments the
+		// test cannot see. Far fewer than the messages: a look for each
+		// would mean the hand-offs spared no claim.
 		rescan int
 	}{
 		{"sqlite,claims", func(t *testing.T) persistence.Store { return testutil.OpenSQLite(t, testutil.SQLitePath(t)) }, true, 0},
 		{"sqlite,reads", func(t *testing.T) persistence.Store { return testutil.OpenSQLite(t, testutil.SQLitePath(t)) }, false, 0},
-		{"postgres", func(t *testing.T) persistence.Store { return openPostgres(t, testutil.PostgresURL(t)) }, true, 2},
+		{"postgres", func(t *testing.T) persistence.Store { return openPostgres(t, testutil.PostgresURL(t)) }, true, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
