@@ -25,6 +25,13 @@ import (
 
 var childRoles = map[string]func() int{}
 
+// crashStores make, for a crash test on each driver, a fresh store URL that
+// a child process and the test open alike.
+var crashStores = map[string]func(t *testing.T) string{
+	"sqlite":   func(t *testing.T) string { return "sqlite://" + testutil.SQLitePath(t) },
+	"postgres": func(t *testing.T) string { return testutil.PostgresURL(t) },
+}
+
 // registerChildRole makes fn runnable as a child role; call it from init.
 // fn runs instead of the tests, in a process of its own; its result is the
 // exit code. A role that should run until killed can block forever: the

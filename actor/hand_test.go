@@ -391,10 +391,7 @@ func handOffNode() int {
 // consumed exactly once and none waits.
 func TestHandOffKilled(t *testing.T) {
 	t.Parallel()
-	for name, url := range map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite://" + testutil.SQLitePath(t) },
-		"postgres": func(t *testing.T) string { return testutil.PostgresURL(t) },
-	} {
+	for name, url := range crashStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			u := url(t)

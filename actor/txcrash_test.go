@@ -53,10 +53,7 @@ func txWriteThenWait() int {
 // activity again, and the counter counts one.
 func TestTxActivityKilled(t *testing.T) {
 	t.Parallel()
-	for name, url := range map[string]func(t *testing.T) string{
-		"sqlite":   func(t *testing.T) string { return "sqlite://" + testutil.SQLitePath(t) },
-		"postgres": func(t *testing.T) string { return testutil.PostgresURL(t) },
-	} {
+	for name, url := range crashStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			u := url(t)
