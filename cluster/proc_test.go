@@ -5,7 +5,9 @@ package cluster_test
 // reply. protoactor's remote.Start sets grpc's process-wide logger without
 // synchronisation, so two remote endpoints in one process are a data race
 // under -race (they never share a process in production), and a child can
-// be killed -9 like a crashed node.
+// be killed -9 like a crashed node. For the same reason each test that
+// starts an endpoint in the test process itself (a client member, say)
+// runs in a process of its own: testutil.InOwnProcess.
 
 import (
 	"bufio"

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -79,16 +80,14 @@ func startEndpointAt(cfg Config, port int, gossipIP string, log *slog.Logger, on
 
 	plog := slog.New(debugOnly{log.Handler()}).With("lib", "protoactor")
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return plog }))
-	opts := []remote.ConfigOption{
-		remote.WithAdvertisedHost(addr),
-		remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials())),
-	}
+	creds := insecure.NewCredentials()
+	opts := []remote.ConfigOption{remote.WithAdvertisedHost(addr)}
 	if cfg.RemoteServerTLS != nil {
-		opts = append(opts,
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg.RemoteServerTLS.Clone()))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg.RemoteClientTLS.Clone()))),
-		)
+		creds = credentials.NewTLS(cfg.RemoteClientTLS.Clone())
+		opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(cfg.RemoteServerTLS.Clone()))))
 	}
+	// WithDialOptions replaces the list, so it is given once, whole.
+	opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(creds), grpc.WithStreamInterceptor(closeConnOnFailure)))
 	rem := remote.NewRemote(sys, remote.Configure(cfg.RemoteBindAddr, port, opts...))
 	defer func() {
 		// Start panics when it cannot listen or its actors do not start.
@@ -141,6 +140,47 @@ func (e *endpoint) stop() {
 		}
 	}
 	e.sys.Shutdown()
+}
+
+// closeConnOnFailure closes a client connection once its stream fails.
+//
+// protoactor's endpoint writer dials a new connection on each retry to a
+// node it cannot reach and never closes the one that failed: each would
+// live on, reconnecting to the dead address in the background, for as long
+// as the process. A node sends wakes to nodes that have just died, so
+// without this every dead peer would leak up to five connections. A stream
+// that failed is of no further use to the writer (it stops or dials anew),
+// and closing a connection twice, here and when the writer stops, is
+// harmless.
+func closeConnOnFailure(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		_ = cc.Close()
+		return nil, err
+	}
+	return closingStream{ClientStream: s, cc: cc}, nil
+}
+
+// closingStream closes its connection when a send or receive fails.
+type closingStream struct {
+	grpc.ClientStream
+	cc *grpc.ClientConn
+}
+
+func (s closingStream) SendMsg(m any) error {
+	err := s.ClientStream.SendMsg(m)
+	if err != nil {
+		_ = s.cc.Close()
+	}
+	return err
+}
+
+func (s closingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil {
+		_ = s.cc.Close()
+	}
+	return err
 }
 
 // receiver is the actor that takes Wake messages from other nodes.

@@ -318,6 +318,9 @@ func TestNodesKill9TimersFireElsewhere(t *testing.T) {
 	for i := range loops {
 		for _, st := range stores {
 			t.Run(fmt.Sprintf("%s/run%d", st.name, i), func(t *testing.T) {
+				if testutil.InOwnProcess(t) { // it starts a remote endpoint in this process
+					return
+				}
 				killNine(t, threeNodesOn(t, st.url(t), "NODE_LEASE_TTL=1h"))
 			})
 		}
@@ -356,6 +359,9 @@ func killNine(t *testing.T, c *nodeSet) {
 // Messages sent by PID between instances on different nodes all arrive,
 // once each.
 func TestNodesMessagesCrossNodes(t *testing.T) {
+	if testutil.InOwnProcess(t) { // it starts a remote endpoint in this process
+		return
+	}
 	c := threeNodes(t)
 	ctx := testutil.Ctx(t, time.Minute)
 	const rounds = 5
@@ -404,6 +410,9 @@ func TestNodesMessagesCrossNodes(t *testing.T) {
 // A node that stops gracefully hands its instances to the others at once:
 // its leases (an hour) and the recovery scan (an hour) play no part.
 func TestNodesGracefulLeaveHandsOver(t *testing.T) {
+	if testutil.InOwnProcess(t) { // it starts a remote endpoint in this process
+		return
+	}
 	c := threeNodes(t, "NODE_LEASE_TTL=1h", "NODE_RECOVERY=1h")
 	byOwner := c.spawnSleepers("stay", 30, time.Now().Add(time.Hour))
 	victim := most(byOwner)
@@ -423,6 +432,9 @@ func TestNodesGracefulLeaveHandsOver(t *testing.T) {
 // over (passivated, then activated on the newcomer) and no instance is
 // ever live on two nodes at once.
 func TestNodesJoinMovesShareWithoutOverlap(t *testing.T) {
+	if testutil.InOwnProcess(t) { // it starts a remote endpoint in this process
+		return
+	}
 	c := threeNodes(t, "NODE_RECOVERY=1h")
 	byOwner := c.spawnSleepers("share", 60, time.Now().Add(time.Hour))
 	c.start("n4")
@@ -486,6 +498,9 @@ func overlaps(events []nodeEvent) error {
 // others meanwhile (it sees too few nodes to trust its view). Healed, it
 // rejoins and gets a share back.
 func TestNodesPartitionAndHeal(t *testing.T) {
+	if testutil.InOwnProcess(t) { // it starts a remote endpoint in this process
+		return
+	}
 	c := threeNodes(t, "NODE_LEASE_TTL=2s", "NODE_RECOVERY=1h")
 	byOwner := c.spawnSleepers("cut", 40, time.Now().Add(time.Hour))
 	victim := most(byOwner)
@@ -534,6 +549,9 @@ func TestNodesPartitionAndHeal(t *testing.T) {
 func TestNodesFiringsReportedOnceAcrossFailures(t *testing.T) {
 	for _, how := range []string{"partition", "kill9"} {
 		t.Run(how, func(t *testing.T) {
+			if testutil.InOwnProcess(t) { // it starts a remote endpoint in this process
+				return
+			}
 			c := threeNodes(t, "NODE_LEASE_TTL=2s")
 			start := time.Now()
 			byOwner := map[string][]actor.PID{}

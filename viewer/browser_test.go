@@ -115,6 +115,16 @@ func textOf(t *testing.T, tab context.Context, sel string) string {
 	return s
 }
 
+// waitLocation waits until the tab's address contains part: a submitted
+// form's page has replaced the one it was on.
+func waitLocation(t *testing.T, tab context.Context, part string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "the address holds "+part, func() bool {
+		loc, err := chromedp.Run(tab, chromedp.Location())
+		return err == nil && strings.Contains(loc, part)
+	})
+}
+
 func wantIn(t *testing.T, what, got string, wants ...string) {
 	t.Helper()
 	for _, w := range wants {
@@ -147,10 +157,15 @@ func TestBrowserListInstanceCancel(t *testing.T) {
 	screenshot(t, tab, "list")
 
 	// Filter by status: only the failed one is left.
+	// The unfiltered page shows the failed one too, so wait for the
+	// filtered page to replace it before looking.
 	if err := chromedp.Do(tab,
 		chromedp.Click(chromedp.CSS(`#filters input[name="status"][value="failed"]`)),
-		chromedp.Submit(chromedp.CSS("#filters")),
-		chromedp.WaitVisible(chromedp.CSS(`#instances a[href="/norn/instances/`+f.failed+`"]`))); err != nil {
+		chromedp.Submit(chromedp.CSS("#filters"))); err != nil {
+		t.Fatal(err)
+	}
+	waitLocation(t, tab, "status=failed")
+	if err := chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS(`#instances a[href="/norn/instances/`+f.failed+`"]`))); err != nil {
 		t.Fatal(err)
 	}
 	list = textOf(t, tab, "#instances")
