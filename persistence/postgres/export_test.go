@@ -18,3 +18,7 @@ func QueuedTx(st *Store) int { return len(st.txReqs) }
 
 // RunnableSQL is Runnable's query for every bucket ($1 the limit).
 var RunnableSQL = statements[sqlRunnable]
+
+// QueueSQL are the statements that read a competing channel's queue: the
+// node's claim and an instance's mailbox read.
+var QueueSQL = struct{ Claim, Mailbox string }{claimQueueSQL, statements[sqlMailbox]}

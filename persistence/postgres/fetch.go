@@ -22,6 +22,20 @@ import (
 // waiting for them. The n-th message of h goes to the n-th consumer of e.
 // A row of seq 0 (no message has it) says that the queue holds more than
 // h: the statement's snapshot still shows h's rows queued.
+//
+// The queue is read as channel >= X AND channel <= X, in ORDER BY channel,
+// seq: the same rows as channel = X under the column's C collation, but
+// the order keeps channel, which only the queue's partial index
+// (messages_queue) provides. With channel = X the planner may read the
+// queue in seq order through the primary key instead (an equality makes
+// channel redundant in the order, and statistics taken while the table
+// held only queued rows make the filter look free). The primary key's
+// head holds the rows claimed but not yet consumed (a consumer records its
+// takes with its next step) and those consumed but not yet vacuumed: each
+// claim walked past all of them, and the check for more scanned the whole
+// table, so that claims grew ten times slower as a backlog drained,
+// depending on the plan the statistics of the moment chose. The mailbox
+// read (sqlMailbox) reads queues the same way.
 const claimQueueSQL = `WITH e AS MATERIALIZED (
 		SELECT s.instance_id, u.ord FROM unnest($3::text[]) WITH ORDINALITY AS u(id, ord)
 		JOIN subscriptions s ON s.instance_id = u.id AND s.channel = $2::text AND s.mode = 'competing'
@@ -30,18 +44,19 @@ const claimQueueSQL = `WITH e AS MATERIALIZED (
 		FOR KEY SHARE OF s),
 	c AS (SELECT instance_id, row_number() OVER (ORDER BY ord) AS n FROM e),
 	h AS (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM (
-		SELECT seq FROM messages WHERE channel = $2::text AND target IS NULL
+		SELECT seq FROM messages WHERE channel >= $2::text AND channel <= $2::text AND target IS NULL
 			AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
-		ORDER BY seq LIMIT (SELECT count(*) FROM e) FOR UPDATE SKIP LOCKED) q),
+		ORDER BY channel, seq LIMIT (SELECT count(*) FROM e) FOR UPDATE SKIP LOCKED) q),
 	m AS (UPDATE messages SET target = c.instance_id, claimed = true FROM h JOIN c USING (n)
 		WHERE messages.seq = h.seq
 		RETURNING messages.seq, messages.msg_id, messages.channel, messages.target, messages.sender,
 			messages.type, messages.payload, messages.metadata, messages.published_at)
 	SELECT * FROM m
 	UNION ALL
-	SELECT 0, '', '', '', '', '', NULL, NULL, 0 WHERE EXISTS (
-		SELECT 1 FROM messages q WHERE q.channel = $2::text AND q.target IS NULL
-			AND NOT EXISTS (SELECT 1 FROM h WHERE h.seq = q.seq))
+	SELECT 0, '', '', '', '', '', NULL, NULL, 0 WHERE (
+		SELECT seq FROM messages WHERE channel >= $2::text AND channel <= $2::text AND target IS NULL
+			AND NOT EXISTS (SELECT 1 FROM h WHERE h.seq = messages.seq)
+		ORDER BY channel, seq LIMIT 1) IS NOT NULL
 	ORDER BY 1`
 
 // SingleWriter implements persistence.QueueClaimer: writers run on

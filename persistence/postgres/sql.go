@@ -539,13 +539,15 @@ var statements = map[string]string{
 	sqlRunnableIn: runnableSQL(" AND i.bucket = ANY($2::integer[])"),
 	// Each queue the instance consumes is read by its own index range
 	// (LATERAL): a join ordered across them would sort the whole queue.
+	// The range reads the queue's index, as in claimQueueSQL.
 	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
 			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
 				ORDER BY seq LIMIT $2::bigint)
 			UNION ALL
 			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.type, m.payload, m.metadata, m.published_at
 				FROM subscriptions s CROSS JOIN LATERAL (
-					SELECT * FROM messages q WHERE q.channel = s.channel AND q.target IS NULL ORDER BY q.seq LIMIT $2::bigint) m
+					SELECT * FROM messages q WHERE q.channel >= s.channel AND q.channel <= s.channel AND q.target IS NULL
+						ORDER BY q.channel, q.seq LIMIT $2::bigint) m
 				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
 		) x ORDER BY seq LIMIT $2::bigint`,
 	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,
