@@ -34,6 +34,7 @@ type options struct {
 	Publishers   int // queue publishers
 	Prefetch     int // queue: mailbox.Prefetch of each consumer
 	PublishBatch int // queue: messages per PublishBatch
+	Relay        bool // queue: publishers send to relay workflows, which publish
 	SpawnBatch   int // spawn: inputs per SpawnBatch
 	TimerWarmUp  time.Duration
 	Backlog      bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
@@ -210,6 +211,7 @@ func run() int {
 	fs.IntVar(&o.P, "p", 0, "queue: consumers (8); outbox: the relayer's concurrent sends (16); crosspingpong: pinger/ponger pairs (1)")
 	fs.IntVar(&o.Publishers, "publishers", 0, "queue: publishing goroutines (4)")
 	fs.IntVar(&o.PublishBatch, "publish-batch", 1, "queue: messages each publisher commits at once (PublishBatch; 1: Publish one by one)")
+	fs.BoolVar(&o.Relay, "relay", false, "queue: each publisher sends its messages by PID to a relay workflow of its own, which publishes each on the channel (ctx.Publish, one per commit while it keeps up)")
 	fs.IntVar(&o.SpawnBatch, "spawn-batch", 1000, "spawn: inputs per SpawnBatch")
 	fs.IntVar(&o.Prefetch, "prefetch", 1, "queue: messages each consumer takes per claim (mailbox.Prefetch; 1: one at a time)")
 	fs.BoolVar(&o.Backlog, "backlog", false, "queue: publish all messages before starting the consumers; outbox: emit all events before starting the relayer (measures draining)")

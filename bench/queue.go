@@ -48,6 +48,22 @@ func consumerWorkflow(side *queueSide) *actor.WorkflowDef[consumerInput, int] {
 	})
 }
 
+// relayWorkflow publishes on channel each number sent to it by PID: a
+// workflow's publish, as a pipeline stage makes one.
+func relayWorkflow() *actor.WorkflowDef[string, int] {
+	return actor.Workflow("relay", func(ctx *actor.Context, channel string) (int, error) {
+		for n := 0; ; n++ {
+			r, err := actor.Receive[int](ctx)
+			if err != nil {
+				return n, err
+			}
+			if _, err := ctx.Publish(channel, r.Value); err != nil {
+				return n, err
+			}
+		}
+	})
+}
+
 // runQueue: P consumers share a competing channel; M messages are published
 // from several goroutines; once all are consumed (or -timeout passes) the
 // consumers are cancelled and every consumer's history is read back from the
@@ -59,12 +75,31 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	res := result{N: fmtInt(int64(m)), Unit: "msg/s", Metrics: map[string]float64{}}
 	side := &queueSide{subscribed: newDoneCounter(p), consumed: newDoneCounter(m), at: make(stamps, m)}
 	wf := consumerWorkflow(side)
-	nd, err := r.start(ctx, actor.Config{Workflows: actor.Register(wf), PassivateAfter: r.opts.PassivateAfter})
+	relay := relayWorkflow()
+	if r.opts.Relay && r.opts.PublishBatch > 1 {
+		return res, errors.New("queue: -relay publishes one message per send; drop -publish-batch")
+	}
+	nd, err := r.start(ctx, actor.Config{Workflows: actor.Register(wf, relay), PassivateAfter: r.opts.PassivateAfter})
 	if err != nil {
 		return res, err
 	}
 	defer func() { _ = nd.Close() }()
 	channel := "jobs-" + runID()
+	var relays []actor.PID
+	if r.opts.Relay {
+		for range pubs {
+			pid, err := actor.Spawn(ctx, nd.sys, relay, channel)
+			if err != nil {
+				return res, err
+			}
+			relays = append(relays, pid)
+		}
+		defer func() {
+			for _, pid := range relays {
+				_ = nd.sys.Cancel(ctx, pid, "bench done")
+			}
+		}()
+	}
 	wctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 
@@ -100,6 +135,9 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	err = parallel(ctx, (m+batch-1)/batch, pubs, func(ctx context.Context, c int) error {
 		if batch == 1 {
 			pubAt.set(c, time.Now())
+			if relays != nil {
+				return nd.sys.Send(ctx, relays[c%len(relays)], c)
+			}
 			_, err := nd.sys.Publish(ctx, channel, c)
 			return err
 		}
@@ -208,6 +246,9 @@ func runQueue(ctx context.Context, r *runner) (result, error) {
 	mode := ""
 	if r.opts.Backlog {
 		mode = "drain of a full queue; "
+	}
+	if r.opts.Relay {
+		mode += "published by relay workflows; "
 	}
 	res.Extra = fmt.Sprintf("%spublish→consume; %d consumers (prefetch %d), %d publishers (%d per commit); publish %s msg/s; max %s; %.2f commits, %.2f writes per msg; store check: %d dup, %d lost",
 		mode, p, max(1, r.opts.Prefetch), pubs, batch, fmtRate(rate(m, published)), fmtDur(l.Max),
