@@ -28,14 +28,14 @@ import (
 
 // options are the workload parameters. Zero means "the workload's default".
 type options struct {
-	N            int // main size: chain workflows, idle instances, recur iterations; fallback for -m / -k
-	M            int // messages (pingpong round trips, queue, fanout)
-	P            int // queue consumers
-	Publishers   int // queue publishers
-	Prefetch     int // queue: mailbox.Prefetch of each consumer
-	PublishBatch int // queue: messages per PublishBatch
+	N            int  // main size: chain workflows, idle instances, recur iterations; fallback for -m / -k
+	M            int  // messages (pingpong round trips, queue, fanout)
+	P            int  // queue consumers
+	Publishers   int  // queue publishers
+	Prefetch     int  // queue: mailbox.Prefetch of each consumer
+	PublishBatch int  // queue: messages per PublishBatch
 	Relay        bool // queue: publishers send to relay workflows, which publish
-	SpawnBatch   int // spawn: inputs per SpawnBatch
+	SpawnBatch   int  // spawn: inputs per SpawnBatch
 	TimerWarmUp  time.Duration
 	Backlog      bool // queue: publish everything before the consumers start; outbox: emit everything before the relayer starts
 	S            int  // fanout subscribers
