@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -258,7 +259,27 @@ func (e *env) clusterConfig(cmd string) (*cluster.Config, error) {
 		}
 		cfg.SecretKey = b
 	}
+	files := []string{e.flagOrEnv(e.tlsCA, TLSCAEnv), e.flagOrEnv(e.tlsCert, TLSCertEnv), e.flagOrEnv(e.tlsKey, TLSKeyEnv)}
+	switch n := len(slices.DeleteFunc(slices.Clone(files), func(f string) bool { return f == "" })); n {
+	case 0:
+	case 3:
+		var err error
+		if cfg.RemoteServerTLS, cfg.RemoteClientTLS, err = cluster.MutualTLS(files[0], files[1], files[2]); err != nil {
+			return nil, usagef(cmd, "%v", err)
+		}
+	default:
+		return nil, usagef(cmd, "--tls-ca, --tls-cert and --tls-key go together")
+	}
 	return &cfg, nil
+}
+
+// flagOrEnv is a flag's value, or the environment variable's if the flag
+// is empty.
+func (e *env) flagOrEnv(flag, env string) string {
+	if flag != "" {
+		return flag
+	}
+	return e.getenv(env)
 }
 
 // nodeID names the command in leases and in the cluster.

@@ -36,6 +36,11 @@ const (
 	StoreEnv = "NORN_STORE"      // --store
 	SeedsEnv = "NORN_SEEDS"      // --seeds
 	KeyEnv   = "NORN_GOSSIP_KEY" // --secret-key
+	// The cluster's remote TLS, as PEM files (--tls-ca, --tls-cert,
+	// --tls-key).
+	TLSCAEnv   = "NORN_TLS_CA"
+	TLSCertEnv = "NORN_TLS_CERT"
+	TLSKeyEnv  = "NORN_TLS_KEY"
 )
 
 // Options configure Run. The zero value is the plain norn command.
@@ -169,6 +174,9 @@ type env struct {
 	seeds     string
 	bind      string
 	secretKey string
+	tlsCA     string
+	tlsCert   string
+	tlsKey    string
 }
 
 func newEnv(ctx context.Context, o Options) *env {
@@ -218,6 +226,9 @@ func (e *env) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&e.seeds, "seeds", e.seeds, "gossip addresses (host:port, comma-separated) of a cluster's nodes: join as a client member, so that what the command writes wakes the owners at once (default $"+SeedsEnv+")")
 	fs.StringVar(&e.bind, "bind", e.bind, "with --seeds: the IP address to listen on for gossip (free ports are picked)")
 	fs.StringVar(&e.secretKey, "secret-key", e.secretKey, "with --seeds: the cluster's gossip key, hex (default $"+KeyEnv+")")
+	fs.StringVar(&e.tlsCA, "tls-ca", e.tlsCA, "with --seeds, for a cluster whose remote endpoints use TLS: the PEM file of the cluster's CA (default $"+TLSCAEnv+")")
+	fs.StringVar(&e.tlsCert, "tls-cert", e.tlsCert, "with --tls-ca: this client's certificate, PEM, naming the --bind address (default $"+TLSCertEnv+")")
+	fs.StringVar(&e.tlsKey, "tls-key", e.tlsKey, "with --tls-ca: the key of --tls-cert, PEM (default $"+TLSKeyEnv+")")
 }
 
 // dispatch parses the common flags and the command name and runs it.

@@ -594,6 +594,40 @@ func TestMembers(t *testing.T) {
 	<-b.Exited()
 }
 
+// TestMembersTLS: a cluster whose remote endpoints use TLS takes the
+// command as a client member with the cluster's CA and a certificate of
+// its own (--tls-ca, --tls-cert, --tls-key, or their environment
+// variables), and refuses it without them, saying why.
+func TestMembersTLS(t *testing.T) {
+	dir := t.TempDir()
+	testutil.WriteCerts(t, dir, "node", "client")
+	url := filepath.Join(dir, "norn.db")
+	norn(t, nil, "migrate", "--store", url).ok(t)
+	a := testutil.StartChild(t, "node", "NODE_STORE="+url, "NODE_ID=node-a", "NODE_TLS_DIR="+dir)
+	addr := strings.Fields(a.WaitLine(t, "ready ", time.Minute))[2]
+
+	tlsFlags := []string{"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "client.pem"), "--tls-key", filepath.Join(dir, "client-key.pem")}
+	r := norn(t, nil, append([]string{"members", "--seeds", addr, "--bind", "127.0.0.1"}, tlsFlags...)...).ok(t)
+	if !strings.Contains(r.stdout, "node-a") || !strings.Contains(r.stdout, "client") {
+		t.Errorf("members with TLS:\n%s", r.stdout)
+	}
+	env := []string{"NORN_TLS_CA=" + filepath.Join(dir, "ca.pem"), "NORN_TLS_CERT=" + filepath.Join(dir, "client.pem"), "NORN_TLS_KEY=" + filepath.Join(dir, "client-key.pem")}
+	if r := norn(t, env, "members", "--seeds", addr, "--bind", "127.0.0.1"); r.code != cli.ExitOK || !strings.Contains(r.stdout, "node-a") {
+		t.Errorf("members with TLS from the environment: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := norn(t, nil, "members", "--seeds", addr, "--bind", "127.0.0.1", "--timeout", "20s"); r.code != cli.ExitFailure || !strings.Contains(r.stderr, "TLS") {
+		t.Errorf("members without TLS in a TLS cluster: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := norn(t, nil, "members", "--seeds", addr, "--bind", "127.0.0.1", "--tls-ca", filepath.Join(dir, "ca.pem")); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "go together") {
+		t.Errorf("members with --tls-ca alone: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := norn(t, nil, append([]string{"members", "--seeds", addr, "--bind", "127.0.0.1"}, tlsFlags[:4]...)...); r.code != cli.ExitUsage {
+		t.Errorf("members without --tls-key: exit %d, stderr %q", r.code, r.stderr)
+	}
+	a.Signal(t, syscall.SIGTERM)
+	<-a.Exited()
+}
+
 // TestProgressBar runs a bulk cancel in process with stderr taken for a
 // terminal: a bar is drawn and ends at the total.
 func TestProgressBar(t *testing.T) {

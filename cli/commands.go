@@ -105,7 +105,8 @@ The command runs no instances: what it writes (send, publish, cancel) the
 nodes act on. PostgreSQL tells them at once; on an SQLite file the command
 leaves wake requests that the nodes read within a tenth of a second. With
 --seeds the command joins the nodes' cluster as a client member and wakes
-the owners directly.
+the owners directly (a cluster whose remote endpoints use TLS also needs
+--tls-ca, --tls-cert and --tls-key).
 
 Exit codes: 0 ok, 1 failure, 2 usage error (nothing done), 3 instance not found.
 Run '%s help COMMAND' for a command's flags.

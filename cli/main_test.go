@@ -22,6 +22,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/cli"
+	"github.com/nornlabs/norn/cluster"
 	"github.com/nornlabs/norn/internal/clusternode"
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/mailbox"
@@ -81,6 +82,13 @@ func nodeRole() int {
 	cfg := clusternode.Config{Store: os.Getenv("NODE_STORE"), NodeID: os.Getenv("NODE_ID"), Out: os.Stdout, Logger: testutil.Logger()}
 	if s := os.Getenv("NODE_SEEDS"); s != "" {
 		cfg.Seeds = []string{s}
+	}
+	if dir := os.Getenv("NODE_TLS_DIR"); dir != "" {
+		var err error
+		cfg.RemoteServerTLS, cfg.RemoteClientTLS, err = cluster.MutualTLS(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"))
+		if err != nil {
+			return testutil.ChildFail("tls: %v", err)
+		}
 	}
 	if s := os.Getenv("NODE_RECOVERY"); s != "" {
 		d, err := time.ParseDuration(s)

@@ -57,7 +57,8 @@ type Config struct {
 
 	// RemoteServerTLS makes the remote endpoint serve TLS. To refuse nodes
 	// without a certificate of the cluster's CA, set ClientCAs and
-	// ClientAuth: tls.RequireAndVerifyClientCert. Set it and
+	// ClientAuth: tls.RequireAndVerifyClientCert (MutualTLS builds it, and
+	// RemoteClientTLS, from PEM files). Set it and
 	// RemoteClientTLS together or not at all. Default nil: plain TCP.
 	// Nodes advertise whether they serve TLS in their gossip metadata, and
 	// a cluster does not mix the two: a node that disagrees with its seeds

@@ -10,10 +10,13 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nornlabs/norn/cluster"
 	"github.com/nornlabs/norn/internal/testutil"
 )
 
@@ -136,5 +139,37 @@ func TestRemoteOverTLS(t *testing.T) {
 	anonymous := &tls.Config{RootCAs: authority.pool, MinVersion: tls.VersionTLS12}
 	if err := read(anonymous); err == nil {
 		t.Fatal("a client without a certificate was served")
+	}
+}
+
+// MutualTLS builds the two halves of the remote endpoint's TLS from PEM
+// files, and says which file it could not use.
+func TestMutualTLSFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	testutil.WriteCerts(t, dir, "node")
+	ca, cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem")
+	server, client, err := cluster.MutualTLS(ca, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server.ClientAuth != tls.RequireAndVerifyClientCert || server.ClientCAs == nil || len(server.Certificates) != 1 {
+		t.Errorf("server half: %+v", server)
+	}
+	if client.RootCAs == nil || len(client.Certificates) != 1 {
+		t.Errorf("client half: %+v", client)
+	}
+	cfg := cluster.Loopback()
+	cfg.RemoteServerTLS, cfg.RemoteClientTLS = server, client
+	if _, err := cluster.New(cfg); err != nil {
+		t.Errorf("New with MutualTLS: %v", err)
+	}
+	for _, c := range []struct{ name, ca, cert, key, want string }{
+		{"no CA file", filepath.Join(dir, "none.pem"), cert, key, "read the CA"},
+		{"a key for a CA", key, cert, key, "no PEM certificate"},
+		{"no key file", ca, cert, filepath.Join(dir, "none.pem"), "load the certificate"},
+	} {
+		if _, _, err := cluster.MutualTLS(c.ca, c.cert, c.key); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
 	}
 }

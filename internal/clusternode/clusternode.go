@@ -6,6 +6,7 @@ package clusternode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ type Config struct {
 	Seeds []string
 	// SecretKey encrypts gossip (optional).
 	SecretKey []byte
+	// RemoteServerTLS and RemoteClientTLS secure the remote endpoint
+	// (optional; both or neither, see cluster.Config).
+	RemoteServerTLS, RemoteClientTLS *tls.Config
 	// LeaseTTL of the System (default: actor's default).
 	LeaseTTL time.Duration
 	// PassivateAfter of the System (default: an hour, so that sleeping
@@ -155,6 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ccfg := cluster.Loopback()
 	ccfg.Seeds = cfg.Seeds
 	ccfg.SecretKey = cfg.SecretKey
+	ccfg.RemoteServerTLS, ccfg.RemoteClientTLS = cfg.RemoteServerTLS, cfg.RemoteClientTLS
 	ccfg.Client = cfg.Client
 	cl, err := cluster.New(ccfg)
 	if err != nil {
