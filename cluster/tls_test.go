@@ -1,14 +1,8 @@
 package cluster_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"path/filepath"
 	"slices"
@@ -22,75 +16,23 @@ import (
 
 // ca is a certificate authority made for one test.
 type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	*testutil.CA
 	pool *x509.CertPool
 }
 
 func newCA(t *testing.T) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "norn test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &ca{cert: cert, key: key, pool: pool}
+	c := testutil.NewCA(t)
+	return &ca{CA: c, pool: c.Pool}
 }
 
 // leaf is a node certificate for 127.0.0.1, good for serving and dialing.
-func (c *ca) leaf(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "norn node"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
+func (c *ca) leaf(t *testing.T) tls.Certificate { return c.Leaf(t, "norn node") }
 
 // spec is TLS material for one node: the CA and a leaf of its own.
 func (c *ca) spec(t *testing.T) *tlsSpec {
 	t.Helper()
-	leaf := c.leaf(t)
-	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tlsSpec{
-		CA:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}),
-		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
-		Key:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}),
-	}
+	cert, key := testutil.LeafPEM(t, c.leaf(t))
+	return &tlsSpec{CA: c.PEM(), Cert: cert, Key: key}
 }
 
 // clientTLS trusts this CA and shows a node certificate of it.
