@@ -16,9 +16,10 @@ const ownProcessEnv = "NORN_TEST_OWN_PROCESS"
 
 // InOwnProcess runs the calling test (or subtest) alone in a new process
 // of the test binary and reports true in the parent, which then returns at
-// once; in that child it reports false and the test runs. For a subtest the
-// child runs its parent test's body too, up to the subtest. The parent fails with the child's output if the child
-// fails, including on a data race the child's race detector found.
+// once; in that child it reports false and the test runs. For a subtest
+// the child runs its parent test's body too, up to the subtest. The parent
+// fails with the child's output if the child fails, including on a data
+// race the child's race detector found, and skips if the child skipped.
 //
 // A test calls it first when it does what may only happen once per
 // process: protoactor's remote endpoint sets gRPC's process-wide logger
