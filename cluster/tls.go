@@ -3,7 +3,6 @@ package cluster
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 )
@@ -30,9 +29,6 @@ func MutualTLS(caFile, certFile, keyFile string) (server, client *tls.Config, er
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster: load the certificate: %w", err)
-	}
-	if len(cert.Certificate) == 0 {
-		return nil, nil, errors.New("cluster: the certificate file holds no certificate")
 	}
 	server = &tls.Config{
 		MinVersion:   tls.VersionTLS12,
