@@ -393,10 +393,11 @@ type Sent struct {
 	Duplicate bool
 	// Listeners is how many instances the message reached or may go to:
 	// the target of a send; each subscriber of a broadcast channel (each
-	// got a copy); the subscribers of a competing channel (one of them
-	// takes it), or 1 when it was handed at once to a consumer of this
-	// node that waited idle for it. 0 for a message published where
-	// nobody subscribes.
+	// got a copy); the subscribers of a competing channel that were told
+	// of it (one of them, or another consumer, takes it), counted up to
+	// persistence.MaxQueuedSubscribers, or 1 when it was handed at once to
+	// a consumer of this node that waited idle for it. 0 for a message
+	// published where nobody subscribes.
 	Listeners int
 	// Queued: the message waits in the channel's queue for a competing
 	// consumer (at most Config.QueueRetention): the channel has competing

@@ -1,6 +1,8 @@
 package actor
 
 import (
+	"slices"
+
 	"github.com/nornlabs/norn/actor/internal/compete"
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
@@ -21,9 +23,9 @@ func (s *System) consumerWaiting(a *activation, recv []*command) (quiet bool) {
 			rs = append(rs, c.recv.accept())
 		}
 	}
-	hand := a.handOn(recv)
+	on, hand := a.consumesOn(recv), a.handOn(recv)
 	s.mu.Lock()
-	quiet = s.competing.Wait(a, rs, hand)
+	quiet = s.competing.Wait(a, rs, on, hand)
 	s.mu.Unlock()
 	a.registered = true
 	return quiet
@@ -88,7 +90,7 @@ func (s *System) wakeQueued(q persistence.QueuedMessage, except *activation) {
 		s.wakeMany(q.Subscribers)
 		return
 	}
-	d := s.competing.Route(q, except, s.liveConsumer)
+	d := s.competing.Route(q, except, s.liveConsumer, s.registeredLive)
 	for _, a := range d.Wake {
 		s.signalLocked(a, sigWake)
 	}
@@ -106,6 +108,39 @@ func (s *System) liveConsumer(id string) (*activation, compete.Liveness) {
 		return nil, compete.Cold
 	}
 	return a, compete.Live
+}
+
+// registeredLive reports whether a, registered with the router, is still
+// the live activation of its instance here; s.mu is held.
+func (s *System) registeredLive(a *activation) bool {
+	return s.acts[a.id] == a && !a.passivating
+}
+
+// consumesOn are the channels a consumes competitively that its pending
+// receives recv wait on: those a message queued there may wake it for.
+func (a *activation) consumesOn(recv []*command) []string {
+	if len(a.competing) == 0 {
+		return nil
+	}
+	var chans []string
+	for _, c := range recv {
+		if c.Done() {
+			continue
+		}
+		sp := c.recv.spec
+		if !sp.HasChannel {
+			// Any channel: every one it consumes.
+			chans = chans[:0]
+			for ch := range a.competing {
+				chans = append(chans, ch)
+			}
+			return chans
+		}
+		if a.competing[sp.Channel] && !slices.Contains(chans, sp.Channel) {
+			chans = append(chans, sp.Channel)
+		}
+	}
+	return chans
 }
 
 // wakeCommitted wakes the addressees of a commit: every instance it gave

@@ -552,3 +552,59 @@ func TestFetchClaimWaitsForReads(t *testing.T) {
 		t.Fatal("no claim after the backlog: the test did not reach the wait")
 	}
 }
+
+// takeOneConsumer takes one message from the competing channel "jobs",
+// then sleeps: it stays subscribed, but waits for nothing the queue has.
+var takeOneConsumer = actor.Workflow("take-one", func(ctx *actor.Context, _ int) (int, error) {
+	if err := ctx.Subscribe("jobs", mailbox.Competing); err != nil {
+		return 0, err
+	}
+	m, err := actor.Receive[int](ctx, mailbox.OnChannel("jobs"))
+	if err != nil {
+		return 0, err
+	}
+	return m.Value, ctx.Sleep(time.Hour)
+})
+
+// TestQueuedMessagesReachConsumersTheyDoNotName: the store names a bounded
+// number of a channel's competing subscribers with each queued message
+// (persistence.MaxQueuedSubscribers). A batch on a channel with more
+// consumers than that names the same ones for every message; each consumer
+// takes one message and then sleeps, so the named ones are soon all busy,
+// and the rest of the batch must reach the consumers waiting on this node
+// that no message named. Nothing polls, so a message no one is woken for
+// waits, and the test fails on its deadline.
+func TestQueuedMessagesReachConsumersTheyDoNotName(t *testing.T) {
+	const n = 2*persistence.MaxQueuedSubscribers + 8
+	for _, store := range batchStores {
+		t.Run(store.name, func(t *testing.T) {
+			sys := testutil.StartNode(t, actor.Config{Store: store.open(t), Workflows: actor.Register(takeOneConsumer),
+				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+			ctx := testutil.Ctx(t, 2*time.Minute)
+			var pids []actor.PID
+			for i := range n {
+				pid, err := actor.Spawn(ctx, sys, takeOneConsumer, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pids = append(pids, pid)
+			}
+			testutil.Eventually(t, 30*time.Second, "consumers subscribed", func() bool {
+				return channelStat(t, sys, "jobs").Subscribers == n
+			})
+			batch := make([]actor.Outgoing, n)
+			for i := range batch {
+				batch[i] = actor.Outgoing{Channel: "jobs", Message: i}
+			}
+			sent, err := sys.PublishBatch(ctx, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := map[string]bool{}
+			for _, id := range sent {
+				ids[id] = true
+			}
+			consumedOnce(t, sys, pids, ids)
+		})
+	}
+}

@@ -225,10 +225,11 @@ type StepResult struct {
 	Existed []int
 	// Woken lists the instances whose mailbox gained a message, so that
 	// their activations can be woken: once per message, competing
-	// subscribers included. A message published on a channel lists every
-	// subscriber; one sent to a Target lists it if it was delivered; a
-	// claimed message given back (Unsubscribe, an end) lists the channel's
-	// competing subscribers.
+	// subscribers included. A message published on a broadcast channel
+	// lists every subscriber; one queued for competing subscribers (or a
+	// claimed message given back by Unsubscribe or an end) lists those
+	// its QueuedMessage names; one sent to a Target lists it if it was
+	// delivered.
 	Woken []string
 	// Queued lists the messages the step put in the queue of a channel
 	// that has competing subscribers (published, or given back). Each
@@ -251,10 +252,26 @@ type StepResult struct {
 // QueuedMessage is a message published on a channel with competing
 // subscribers (see StepResult.Queued).
 type QueuedMessage struct {
-	Channel     string
-	Type        string   // the message's type name
-	Subscribers []string // the channel's competing subscribers when it was published
+	Channel string
+	Type    string // the message's type name
+	// Subscribers are the channel's competing subscribers when it was
+	// published: all of them up to MaxQueuedSubscribers. Beyond that it
+	// names MaxQueuedSubscribers of them, the next in ID order (wrapping
+	// around) after those the channel's previous message named, so that
+	// what a publish costs does not grow with the consumers while the
+	// messages name every one of them in turn. (The messages one step
+	// queues on a channel may share a list; messages queued by several
+	// processes turn on their own.) A claimed message given back to the
+	// queue (Unsubscribe, an end) names those after the instance that
+	// gave it back, which an end leaves out.
+	Subscribers []string
 }
+
+// MaxQueuedSubscribers bounds QueuedMessage.Subscribers. One consumer takes
+// a queued message, and a runtime wakes one, from the list or from the
+// consumers it knows are waiting, so a longer list would only cost the
+// publish.
+const MaxQueuedSubscribers = 32
 
 // What a driver derives from a step, written once so that the drivers
 // agree. Each is part of the specification above.

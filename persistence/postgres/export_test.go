@@ -22,3 +22,7 @@ var RunnableSQL = statements[sqlRunnable]
 // QueueSQL are the statements that read a competing channel's queue: the
 // node's claim and an instance's mailbox read.
 var QueueSQL = struct{ Claim, Mailbox string }{claimQueueSQL, statements[sqlMailbox]}
+
+// PublishSQL are the statements that publish on a channel: one message,
+// and the subscribers of a run of messages.
+var PublishSQL = struct{ One, RunSubs string }{statements[sqlPublish], statements[sqlPublishSubs]}

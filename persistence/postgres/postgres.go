@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rotate"
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
@@ -141,10 +142,13 @@ var schemaRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,50}$`)
 
 // Store is the PostgreSQL driver. Create it with Open.
 type Store struct {
-	opts   Options
-	target string // where we connect, for error messages (no password)
-	pool   *pgxpool.Pool
-	listen *pgx.ConnConfig // base config for Listen's dedicated connections
+	opts Options
+	// cursors move the competing subscribers each queued message names
+	// on through all of a channel's (see competingWindow).
+	cursors rotate.Cursors
+	target  string // where we connect, for error messages (no password)
+	pool    *pgxpool.Pool
+	listen  *pgx.ConnConfig // base config for Listen's dedicated connections
 
 	// origin identifies this Store in the wake-up notifications it sends, so
 	// that its own Listen skips them.

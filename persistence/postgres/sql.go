@@ -10,6 +10,8 @@ package postgres
 // which aborts the rest of a pipelined batch at that step.
 
 import (
+	"strconv"
+
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
@@ -159,22 +161,74 @@ func runnableSQL(bucket string) string {
 	) r ORDER BY updated_at LIMIT $1::bigint`
 }
 
-// publishCTEs are the common part of sqlPublish and sqlPublishHand: the
-// channel's subscribers, the broadcast ones locked, the mode check, and a
-// copy for each broadcast subscriber.
-const publishCTEs = `WITH subs AS (SELECT instance_id, mode FROM subscriptions WHERE channel = $2::text),
+// publishCTEs are the common part of sqlPublish and sqlPublishHand, whose
+// parameter key is where the competing subscribers named start (see
+// competingWindow): the channel's mode, the subscribers to wake, the
+// broadcast ones locked, the mode check, and a copy for each broadcast
+// subscriber.
+//
+// Every subscriber of a channel has its mode (subscribing checks it), so
+// one subscriber tells it (m): the check and the choice between copies and
+// the queue read one index entry, however many subscribers there are.
+// (ORDER BY mode keeps m on subscriptions_channel: with LIMIT 1 alone, a
+// channel that statistics show as common makes a scan of the table look
+// as cheap.)
+// Only a broadcast reads them all (bc, which runs only for a broadcast
+// channel). A queued message needs one consumer to take it, so comp names
+// at most persistence.MaxQueuedSubscribers competing subscribers: a
+// publish to a channel with hundreds of consumers reads and returns as
+// few rows as one with eight.
+func publishCTEs(key string) string {
+	return `WITH m AS (SELECT mode FROM subscriptions WHERE channel = $2::text ORDER BY mode LIMIT 1),
 		bc AS (SELECT instance_id FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast'
-			AND EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast') ORDER BY instance_id FOR KEY SHARE),
-		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
+			AND EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast') ORDER BY instance_id FOR KEY SHARE),
+		comp AS (` + competingWindow("$2::text", key, "") + `),
+		subs AS (SELECT instance_id, 'broadcast' AS mode FROM bc UNION ALL SELECT instance_id, 'competing' FROM comp),
+		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM m WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
 		copies AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, instance_id, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 			FROM bc ORDER BY instance_id)`
+}
+
+// competingWindow selects the competing subscribers of channel that a
+// message queued there names: all of them up to MaxQueuedSubscribers, else
+// that many, the first after key in ID order and then, wrapping, from the
+// start (a range read of subscriptions_competing either way). The drivers
+// move key on with each message (package rotate), so that the messages
+// name every subscriber in turn. upTo is the comparison of the wrapped
+// part: "<=" names key itself, "<" leaves it out.
+func competingWindow(channel, key, upTo string) string {
+	if upTo == "" {
+		upTo = "<="
+	}
+	sel := `SELECT instance_id FROM subscriptions WHERE channel = ` + channel + ` AND mode = 'competing' AND instance_id `
+	return `(` + sel + `> ` + key + ` ORDER BY instance_id LIMIT ` + maxQueuedSubs + `)
+			UNION ALL (` + sel + upTo + ` ` + key + ` ORDER BY instance_id LIMIT ` + maxQueuedSubs + `)
+			LIMIT ` + maxQueuedSubs
+}
+
+// requeuedSubs is competingWindow for a message given back to the queue of
+// channel r.channel by instance $1, as an array: the subscribers after $1,
+// so that what each instance gives back names others. except leaves $1
+// out.
+func requeuedSubs(except bool) string {
+	upTo := "<="
+	if except {
+		upTo = "<"
+	}
+	return `COALESCE((SELECT array_agg(x.instance_id) FROM (` + competingWindow("r.channel", "$1::text", upTo) + `) x), '{}')`
+}
+
+var maxQueuedSubs = strconv.Itoa(persistence.MaxQueuedSubscribers)
 
 // publishQueues is the condition on which a publish queues its message:
 // no broadcast subscriber, and not a system channel nobody subscribes to.
-const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM subs WHERE mode = 'broadcast')
-				AND NOT (NOT EXISTS (SELECT 1 FROM subs) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))`
+// It reads chk, so that publishing on a direct channel, which passes the
+// rest, fails.
+var publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast')
+				AND NOT (NOT EXISTS (SELECT 1 FROM m) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))
+				AND (SELECT ok FROM chk)`
 
 var statements = map[string]string{
 	sqlClaimQueue: claimQueueSQL,
@@ -326,11 +380,17 @@ var statements = map[string]string{
 	sqlSendDirect: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::bigint, $8::text
 		WHERE EXISTS (SELECT 1 FROM instances WHERE id = $3::text AND status NOT IN ` + terminalSQL + `)`,
-	// $1 channel: the subscribers to wake; publishing on a direct channel conflicts.
-	sqlPublishSubs: `SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode), mode
-		FROM subscriptions WHERE channel = $1::text ORDER BY instance_id`,
+	// $1 channel, $2 key: the subscribers to wake (of a competing channel,
+	// those competingWindow names after key); publishing on a direct
+	// channel conflicts.
+	sqlPublishSubs: `WITH m AS (SELECT mode FROM subscriptions WHERE channel = $1::text ORDER BY mode LIMIT 1)
+		(SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode), mode
+			FROM subscriptions WHERE channel = $1::text AND EXISTS (SELECT 1 FROM m WHERE mode <> 'competing') ORDER BY instance_id)
+		UNION ALL
+		(SELECT instance_id, true, 'competing' FROM (` + competingWindow("$1::text", "$2::text", "") + `) w
+			WHERE EXISTS (SELECT 1 FROM m WHERE mode = 'competing'))`,
 	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
-	// at, $7 type. A copy per broadcast subscriber; otherwise (competing, or nobody
+	// at, $7 type, $8 key (see competingWindow). A copy per broadcast subscriber; otherwise (competing, or nobody
 	// subscribed yet) one message in the channel's queue. The subscription
 	// rows are locked (KEY SHARE, in ID order) against a subscriber that
 	// unsubscribes or ends meanwhile: its step waits for this one, then
@@ -338,33 +398,33 @@ var statements = map[string]string{
 	//
 	// It also checks the channel's mode (a direct channel cannot be
 	// published on) and returns the subscribers, to wake, so that a
-	// publish is one statement: chk raises unless no subscriber is
-	// direct, and the result reads chk for every subscriber (with no
-	// subscriber there is nothing to check). The inserts are in the same
-	// statement, so a failed check undoes them.
+	// publish is one statement: chk raises if the channel is direct, and
+	// the queue's insert, which a direct channel reaches, reads it. The
+	// inserts are in the same statement, so a failed check undoes them.
 	//
 	// A broadcast locks the subscription rows it copies to (bc, in ID
 	// order), and copies to the rows it locked; competing subscriptions
 	// are only read, for the wake-ups: a queued message lands in no
 	// mailbox, and locking them made every publish write a row lock (a
 	// multixact, with concurrent publishers) on each consumer's
-	// subscription. bc's scan runs only when subs found a broadcast
+	// subscription. bc's scan runs only when m found a broadcast
 	// subscriber, so a publish to a channel of another mode (or none, as
-	// the Down every end publishes) reads the subscriptions once.
-	sqlPublish: publishCTEs + `,
+	// the Down every end publishes) reads at most MaxQueuedSubscribers of
+	// them.
+	sqlPublish: publishCTEs("$8::text") + `,
 		queued AS (
 			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 			SELECT $1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text
 			` + publishQueues + `)
 		SELECT s.instance_id, s.mode FROM subs s CROSS JOIN chk WHERE chk.ok`,
 	// sqlPublish with a consumer to hand the message to (NewMessage.HandTo):
-	// $8 the consumer, $9 the owner that must hold its lease. hand is the
+	// $8 the consumer, $9 the owner that must hold its lease, $10 key. hand is the
 	// consumer if it may take the message by ClaimQueue's rules, its
 	// subscription row locked as claimQueueSQL locks it; the message is
 	// then inserted into its mailbox, claimed, instead of the queue. Each
 	// row also says where the message went: its seq and the consumer, or
 	// NULLs if it was queued.
-	sqlPublishHand: publishCTEs + `,
+	sqlPublishHand: publishCTEs("$10::text") + `,
 		hand AS MATERIALIZED (
 			SELECT s.instance_id FROM subscriptions s
 			JOIN instances i ON i.id = s.instance_id AND i.lease_owner = $9::text AND i.lease_expires > ` + serverNowNS + `
@@ -420,12 +480,11 @@ var statements = map[string]string{
 		DELETE FROM timers WHERE instance_id = $1::text`,
 	// $1 the instance that ended: its mail goes, and what it claimed goes
 	// back to its queues, in one statement. It returns, as sqlUnclaim does,
-	// each returned message's channel and type with the channel's
-	// competing subscribers, to wake.
+	// each returned message's channel and type with competing subscribers
+	// of its channel, to wake.
 	sqlDropMailbox: `WITH d AS (DELETE FROM messages WHERE target = $1::text AND NOT claimed),
 		r AS (UPDATE messages SET target = NULL, claimed = false WHERE target = $1::text AND claimed RETURNING channel, type)
-		SELECT r.channel, r.type, COALESCE((SELECT array_agg(s.instance_id ORDER BY s.instance_id) FROM subscriptions s
-			WHERE s.channel = r.channel AND s.mode = 'competing' AND s.instance_id <> $1::text), '{}') FROM r`,
+		SELECT r.channel, r.type, ` + requeuedSubs(true) + ` FROM r`,
 	// $1 instance, $2 seqs: the queued messages to move into its mailbox.
 	// A message another transaction is consuming or claiming is skipped,
 	// not waited for: a claim is best effort.
@@ -434,11 +493,11 @@ var statements = map[string]string{
 		RETURNING seq)
 		SELECT seq FROM c`,
 	// $1 instance, $2 channel ('' for all): its claimed messages go back to
-	// their queues; each with the channel's competing subscribers, to wake.
+	// their queues; each with competing subscribers of its channel, to wake
+	// (see requeuedSubs).
 	sqlUnclaim: `WITH r AS (UPDATE messages SET target = NULL, claimed = false
 			WHERE target = $1::text AND claimed AND ($2::text = '' OR channel = $2::text) RETURNING channel, type)
-		SELECT r.channel, r.type, COALESCE((SELECT array_agg(s.instance_id ORDER BY s.instance_id) FROM subscriptions s
-			WHERE s.channel = r.channel AND s.mode = 'competing'), '{}') FROM r`,
+		SELECT r.channel, r.type, ` + requeuedSubs(false) + ` FROM r`,
 	// $1 id, $2 instance, $3 type, $4 data, $5 time: due at once. An ID
 	// already in the outbox is the same event emitted again (a step retried
 	// after its commit was not acknowledged): the first stays. The insert

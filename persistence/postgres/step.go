@@ -394,8 +394,9 @@ func (c *compiler) publishRun(i int) int {
 		return n
 	}
 	c.lock(false, c.s.chanLocks, first.Channel)
-	r, channel := c.r, first.Channel
-	c.add(op{label: "publish", name: sqlPublishSubs, args: []any{channel},
+	r, channel, cur := c.r, first.Channel, &c.s.cursors
+	key := cur.Key(channel)
+	c.add(op{label: "publish", name: sqlPublishSubs, args: []any{channel, key},
 		read: func(br pgx.BatchResults) error {
 			subs, mode, err := readSubs(br)
 			if err != nil {
@@ -403,6 +404,7 @@ func (c *compiler) publishRun(i int) int {
 			}
 			r.res.Woken = append(r.res.Woken, subs...)
 			if persistence.Mode(mode) == persistence.Competing {
+				cur.Advance(channel, key, subs, persistence.MaxQueuedSubscribers)
 				for _, q := range queued {
 					q.Subscribers = subs
 					r.res.Queued = append(r.res.Queued, q)
@@ -471,12 +473,13 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 		return
 	}
 	c.lock(false, c.s.chanLocks, m.Channel)
-	r, channel, typ := c.r, m.Channel, m.Type
+	r, channel, typ, cur := c.r, m.Channel, m.Type, &c.s.cursors
+	key := cur.Key(channel)
 	if m.HandTo != "" {
-		c.publishHand(m, args, at)
+		c.publishHand(m, append(args, m.HandTo, m.HandOwner, key), at, key)
 		return
 	}
-	c.add(op{label: "publish", name: sqlPublish, args: args,
+	c.add(op{label: "publish", name: sqlPublish, args: append(args, key),
 		read: func(br pgx.BatchResults) error {
 			rows, _ := br.Query()
 			defer rows.Close()
@@ -494,6 +497,7 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 			}
 			r.res.Woken = append(r.res.Woken, ids...)
 			if persistence.Mode(mode) == persistence.Competing {
+				cur.Advance(channel, key, ids, persistence.MaxQueuedSubscribers)
 				r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: channel, Type: typ, Subscribers: ids})
 			}
 			return nil
@@ -503,12 +507,13 @@ func (c *compiler) publish(m *persistence.NewMessage, meta any, at time.Time) {
 
 // publishHand is publish for a message with a consumer to hand it to
 // (NewMessage.HandTo): in that consumer's mailbox if it may take it, else
-// queued as publish queues it.
-func (c *compiler) publishHand(m *persistence.NewMessage, args []any, at time.Time) {
-	r := c.r
+// queued as publish queues it. args are sqlPublishHand's; key is the
+// channel's cursor in them.
+func (c *compiler) publishHand(m *persistence.NewMessage, args []any, at time.Time, key string) {
+	r, cur := c.r, &c.s.cursors
 	handed := persistence.Message{ID: m.ID, Channel: m.Channel, Sender: m.Sender, Type: m.Type,
 		Payload: m.Payload, Metadata: m.Metadata, PublishedAt: fromNS(at.UnixNano())}
-	c.add(op{label: "publish", name: sqlPublishHand, args: append(args, m.HandTo, m.HandOwner),
+	c.add(op{label: "publish", name: sqlPublishHand, args: args,
 		read: func(br pgx.BatchResults) error {
 			rows, _ := br.Query()
 			defer rows.Close()
@@ -534,6 +539,7 @@ func (c *compiler) publishHand(m *persistence.NewMessage, args []any, at time.Ti
 			}
 			r.res.Woken = append(r.res.Woken, ids...)
 			if persistence.Mode(mode) == persistence.Competing {
+				cur.Advance(handed.Channel, key, ids, persistence.MaxQueuedSubscribers)
 				r.res.Queued = append(r.res.Queued, persistence.QueuedMessage{Channel: handed.Channel, Type: handed.Type, Subscribers: ids})
 			}
 			return nil

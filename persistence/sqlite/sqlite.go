@@ -18,6 +18,7 @@ import (
 
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/internal/gather"
+	"github.com/nornlabs/norn/persistence/internal/rotate"
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -109,6 +110,9 @@ type Store struct {
 	opts Options
 	w    *sql.DB // exactly one connection: the group-commit writer
 	r    *sql.DB // read-only pool
+	// cursors move the competing subscribers each queued message names
+	// on through all of a channel's (see channelSubs).
+	cursors rotate.Cursors
 
 	reqs    chan *writeReq
 	closeMu sync.RWMutex

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +34,8 @@ type stmts struct {
 	insertMessage  *sql.Stmt
 	insertIfLive   *sql.Stmt
 	useMessageID   *sql.Stmt
-	channelSubs    *sql.Stmt
+	channelSubs    *sql.Stmt // every subscriber of a channel (a broadcast's)
+	channelSample  *sql.Stmt // the competing subscribers a queued message names
 	deleteTimer    *sql.Stmt
 	upsertTimer    *sql.Stmt
 	instanceState  *sql.Stmt
@@ -132,7 +133,15 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	// The writer is the only one in this process and the write lock keeps
 	// other processes out, so "insert unless present" is race-free here.
 	st.useMessageID = p(`INSERT INTO message_ids (msg_id, created_at) VALUES (?, ?) ON CONFLICT (msg_id) DO NOTHING`)
-	st.channelSubs = p(`SELECT instance_id, mode FROM subscriptions WHERE channel = ?`)
+	st.channelSubs = p(`SELECT instance_id FROM subscriptions WHERE channel = ?`)
+	// The competing subscribers of ?1 after ?2 in ID order, then, wrapping,
+	// from the start: persistence.MaxQueuedSubscribers of them at most, a
+	// range read of subscriptions_competing.
+	window := `SELECT instance_id FROM subscriptions WHERE channel = ?1 AND mode = 'competing' AND instance_id `
+	limit := strconv.Itoa(persistence.MaxQueuedSubscribers)
+	st.channelSample = p(`SELECT instance_id FROM (` + window + `> ?2 ORDER BY instance_id LIMIT ` + limit + `)
+		UNION ALL SELECT instance_id FROM (` + window + `<= ?2 ORDER BY instance_id LIMIT ` + limit + `)
+		LIMIT ` + limit)
 	st.deleteTimer = p(`DELETE FROM timers WHERE instance_id = ? AND timer_id = ?`)
 	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due, bucket) VALUES (?, ?, ?, ?)
 		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due, bucket = excluded.bucket`)
@@ -166,7 +175,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.instanceHolds, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
-		st.insertIfLive, st.useMessageID, st.channelSubs, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
+		st.insertIfLive, st.useMessageID, st.channelSubs, st.channelSample, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
 		st.claimMessage, st.unclaimAll, st.unclaimChannel, st.queueConsumer, st.queueHead, st.holdClaims, st.queueLeft)
 }
@@ -632,18 +641,48 @@ func (s *Store) unclaim(tx *sql.Tx, ss *sendState, id, channel string, res *pers
 		return fmt.Errorf("sqlite: return claimed messages: %w", err)
 	}
 	for _, q := range back {
-		cs, err := s.channelSubs(tx, ss, q.Channel)
+		// The subscribers after id: what each instance gives back names
+		// others. (It is no longer one of them if it unsubscribed or
+		// ended.)
+		ids, err := s.competingAfter(tx, q.Channel, id)
 		if err != nil {
 			return err
 		}
-		if cs.mode != persistence.Competing {
+		if len(ids) == 0 {
 			continue // nobody consumes it now: it waits in the queue
 		}
-		q.Subscribers = cs.ids
-		res.Woken = append(res.Woken, cs.ids...)
+		q.Subscribers = ids
+		res.Woken = append(res.Woken, ids...)
 		res.Queued = append(res.Queued, q)
 	}
 	return nil
+}
+
+// competingAfter reads the competing subscribers of channel that a message
+// queued there names, starting after key (see channelSample).
+func (s *Store) competingAfter(tx *sql.Tx, channel, key string) ([]string, error) {
+	return s.queryIDs(tx, s.st.channelSample, channel, key)
+}
+
+// queryIDs runs st, which selects one text column, in tx.
+func (s *Store) queryIDs(tx *sql.Tx, st *sql.Stmt, args ...any) ([]string, error) {
+	rows, err := s.stmt(tx, st).Query(args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read subscribers: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("sqlite: read subscribers: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("sqlite: read subscribers: %w", err)
+	}
+	return ids, nil
 }
 
 // diagnose turns a failed conditional update into the error that says why.
@@ -703,7 +742,10 @@ type sendState struct {
 	channels map[string]channelSubs
 }
 
-// channelSubs are a channel's subscribers and their mode ("" if none).
+// channelSubs are a channel's subscribers to wake for a message published
+// there, and its mode ("" if none): every subscriber of a broadcast
+// channel, the sample persistence.QueuedMessage names of a competing one,
+// none of a direct one.
 type channelSubs struct {
 	ids  []string
 	mode persistence.Mode
@@ -730,27 +772,37 @@ func (s *Store) stmt(tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
 	return b
 }
 
-// channelSubs reads a channel's subscribers, once per step.
+// channelSubs reads a channel's subscribers, once per step. Of a competing
+// channel it reads the next ones in turn (see persistence.QueuedMessage);
+// if there are none, every subscriber has the channel's mode (subscribe
+// checks it), so one tells it, and only a broadcast, which copies the
+// message to each, reads them all.
 func (s *Store) channelSubs(tx *sql.Tx, ss *sendState, channel string) (channelSubs, error) {
 	if cs, ok := ss.channels[channel]; ok {
 		return cs, nil
 	}
-	var cs channelSubs
-	rows, err := s.stmt(tx, s.st.channelSubs).Query(channel)
+	// Competing first: a queue's publish, the common case, then reads
+	// one statement.
+	key := s.cursors.Key(channel)
+	ids, err := s.competingAfter(tx, channel, key)
 	if err != nil {
-		return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
+		return channelSubs{}, err
 	}
-	for rows.Next() {
-		var inst, md string
-		if err := rows.Scan(&inst, &md); err != nil {
-			rows.Close()
+	cs := channelSubs{ids: ids, mode: persistence.Competing}
+	if len(ids) > 0 {
+		s.cursors.Advance(channel, key, ids, persistence.MaxQueuedSubscribers)
+	} else {
+		var mode string
+		err := s.stmt(tx, s.st.channelMode).QueryRow(channel, "").Scan(&mode)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
 		}
-		cs.ids = append(cs.ids, inst)
-		cs.mode = persistence.Mode(md)
-	}
-	if err := rows.Close(); err != nil {
-		return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
+		cs.mode = persistence.Mode(mode)
+		if cs.mode == persistence.Broadcast {
+			if cs.ids, err = s.queryIDs(tx, s.st.channelSubs, channel); err != nil {
+				return cs, err
+			}
+		}
 	}
 	if ss.channels == nil {
 		ss.channels = map[string]channelSubs{}
@@ -833,7 +885,7 @@ func (s *Store) send(tx *sql.Tx, ss *sendState, m persistence.NewMessage, now ti
 		if err != nil {
 			return fmt.Errorf("sqlite: publish: %w", err)
 		}
-		if m.HandTo != "" && mode == persistence.Competing && slices.Contains(subs, m.HandTo) {
+		if m.HandTo != "" && mode == persistence.Competing {
 			handed, err := s.hand(tx, m, r, at, res)
 			if err != nil {
 				return err

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Factory) {
 		{"SendByPID", testSend},
 		{"Broadcast", testBroadcast},
 		{"Competing", testCompeting},
+		{"ManySubscribers", testManySubscribers},
 		{"ModeConflict", testModeConflict},
 		{"SystemChannels", testSystemChannels},
 		{"TerminalReleases", testTerminal},

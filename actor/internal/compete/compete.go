@@ -1,6 +1,8 @@
 package compete
 
 import (
+	"slices"
+
 	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
@@ -24,6 +26,12 @@ type Router[C comparable] struct {
 	// published on each channel (see Pick), with the channels of each.
 	handable map[string]map[C]struct{}
 	handOn   map[C][]string
+	// consumers are the registered consumers that consume each channel
+	// competitively, with the channels of each: whom Route picks from when
+	// the subscribers a message names are busy or not on this node (the
+	// store names a bounded sample of a channel's subscribers).
+	consumers map[string]map[C]struct{}
+	consumeOn map[C][]string
 	// misses counts the messages that may wait in a queue with no
 	// registered consumer woken for them (see Missed), which the other
 	// consumers are to look for before they park; since is its value at
@@ -41,15 +49,19 @@ func NewRouter[C comparable]() *Router[C] {
 		handable: map[string]map[C]struct{}{},
 		handOn:   map[C][]string{},
 		since:    map[C]uint64{},
+
+		consumers: map[string]map[C]struct{}{},
+		consumeOn: map[C][]string{},
 	}
 }
 
 // Wait registers c as about to read its mailbox for receives rs. The wakes
 // it held are served by that read.
 //
-// handOn are the channels on which c consumes competitively and may be
-// handed a message at once (see Pick): c takes such a message from its
-// receives without reading the store.
+// on are the channels c consumes competitively that its receives wait on;
+// handOn are those of them on which it may be handed a message at once
+// (see Pick): c takes such a message from its receives without reading the
+// store.
 //
 // quiet reports that c need not look for queued messages before it parks,
 // as far as the router knows: since c's previous Wait, nothing was missed
@@ -59,7 +71,7 @@ func NewRouter[C comparable]() *Router[C] {
 // reasons to look (a wake from elsewhere, a backlog its last claim saw,
 // messages left in its mailbox), and a consumer that looks at no queue
 // after a Wait that was not quiet must take that look before its next.
-func (r *Router[C]) Wait(c C, rs []mailbox.Receive, handOn []string) (quiet bool) {
+func (r *Router[C]) Wait(c C, rs []mailbox.Receive, on, handOn []string) (quiet bool) {
 	if rs == nil {
 		rs = []mailbox.Receive{}
 	}
@@ -70,33 +82,45 @@ func (r *Router[C]) Wait(c C, rs []mailbox.Receive, handOn []string) (quiet bool
 	r.unregister(c)
 	r.waiting[c] = rs
 	delete(r.held, c)
-	if len(handOn) == 0 {
-		return quiet
-	}
-	r.handOn[c] = handOn
-	for _, ch := range handOn {
-		set := r.handable[ch]
-		if set == nil {
-			set = map[C]struct{}{}
-			r.handable[ch] = set
-		}
-		set[c] = struct{}{}
-	}
+	index(r.consumers, r.consumeOn, c, on)
+	index(r.handable, r.handOn, c, handOn)
 	return quiet
 }
 
-// unregister takes c out of waiting and of the channels it may be handed
-// messages on.
-func (r *Router[C]) unregister(c C) {
-	delete(r.waiting, c)
-	for _, ch := range r.handOn[c] {
-		set := r.handable[ch]
+// index adds c to the set of each of chans in sets, and notes them in of.
+func index[C comparable](sets map[string]map[C]struct{}, of map[C][]string, c C, chans []string) {
+	if len(chans) == 0 {
+		return
+	}
+	of[c] = chans
+	for _, ch := range chans {
+		set := sets[ch]
+		if set == nil {
+			set = map[C]struct{}{}
+			sets[ch] = set
+		}
+		set[c] = struct{}{}
+	}
+}
+
+// unindex undoes index for c.
+func unindex[C comparable](sets map[string]map[C]struct{}, of map[C][]string, c C) {
+	for _, ch := range of[c] {
+		set := sets[ch]
 		delete(set, c)
 		if len(set) == 0 {
-			delete(r.handable, ch)
+			delete(sets, ch)
 		}
 	}
-	delete(r.handOn, c)
+	delete(of, c)
+}
+
+// unregister takes c out of waiting and of the channels it consumes or may
+// be handed messages on.
+func (r *Router[C]) unregister(c C) {
+	delete(r.waiting, c)
+	unindex(r.consumers, r.consumeOn, c)
+	unindex(r.handable, r.handOn, c)
 }
 
 // Busy ends c's registration: it took something, or its wait ended. It
@@ -172,10 +196,17 @@ type Decision[C comparable] struct {
 }
 
 // Route decides what q wakes. live tells, for a subscriber ID, the
-// consumer that is live for it on this node. except is left out (it is
-// passing the wake on). The consumer picked is unregistered and holds q's
-// wake until its next Wait, Busy or Leave.
-func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id string) (C, Liveness)) Decision[C] {
+// consumer that is live for it on this node, and registered whether a
+// registered consumer is still live. except is left out (it is passing
+// the wake on). The consumer picked is unregistered and holds q's wake
+// until its next Wait, Busy or Leave.
+//
+// The subscribers q names come first, in turn. If none of them can take
+// it (busy, or not on this node), a registered consumer of the channel
+// may: the store names at most persistence.MaxQueuedSubscribers of a
+// channel's subscribers, and the consumers waiting here need not be among
+// them. Only when none is found are the cold subscribers woken.
+func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id string) (C, Liveness), registered func(C) bool) Decision[C] {
 	if q.Channel != "" && len(q.Subscribers) > 0 {
 		r.subs[q.Channel] = q.Subscribers
 	}
@@ -206,6 +237,9 @@ func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id st
 			pick, picked = c, true
 		}
 	}
+	if !picked {
+		pick, picked = r.pickConsumer(q, except, registered, &d)
+	}
 	if picked {
 		r.unregister(pick)
 		r.held[pick] = append(r.held[pick], q)
@@ -215,6 +249,25 @@ func (r *Router[C]) Route(q persistence.QueuedMessage, except C, live func(id st
 		r.Missed()
 	}
 	return d
+}
+
+// pickConsumer looks for a registered consumer of q's channel whose
+// receives take q for sure; one that may take it (a filter left to
+// decide) is woken as well, as Route wakes those it names.
+func (r *Router[C]) pickConsumer(q persistence.QueuedMessage, except C, registered func(C) bool, d *Decision[C]) (pick C, ok bool) {
+	for c := range r.consumers[q.Channel] {
+		if c == except || slices.Contains(d.Wake, c) || !registered(c) {
+			continue
+		}
+		may, sure := acceptsQueued(r.waiting[c], q.Channel, q.Type)
+		switch {
+		case sure:
+			return c, true
+		case may:
+			d.Wake = append(d.Wake, c)
+		}
+	}
+	return pick, false
 }
 
 // acceptsQueued reports whether one of the receives rs may take a message

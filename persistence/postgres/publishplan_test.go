@@ -1,0 +1,79 @@
+package postgres_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/nornlabs/norn/persistence/postgres"
+)
+
+// A publish on a competing channel reads as few of its subscribers as it
+// names (persistence.MaxQueuedSubscribers), however many consumers there
+// are: no plan node, generic or custom, returns or drops more than that
+// many rows, nor scans the table.
+func TestPublishReadsBoundedSubscribers(t *testing.T) {
+	conn := schemaConn(t)
+	for _, sql := range []string{
+		// The other channel's rows first: a scan of the table meets them.
+		`INSERT INTO subscriptions (instance_id, channel, mode) SELECT 'b-' || g, 'news', 'broadcast' FROM generate_series(1, 2000) g`,
+		`INSERT INTO subscriptions (instance_id, channel, mode) SELECT 'c-' || g, 'work', 'competing' FROM generate_series(1, 2000) g`,
+		`ANALYZE subscriptions`,
+		`PREPARE publish AS ` + postgres.PublishSQL.One,
+		`PREPARE runsubs AS ` + postgres.PublishSQL.RunSubs,
+	} {
+		if _, err := conn.Exec(bg, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+		if _, err := conn.Exec(bg, `SET plan_cache_mode = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ name, exec string }{
+			{"publish", `EXECUTE publish('m-1', 'work', '', '\x31', NULL, 1, 'int', '')`},
+			{"publish after a key", `EXECUTE publish('m-2', 'work', '', '\x31', NULL, 1, 'int', 'c-5')`},
+			{"run's subscribers", `EXECUTE runsubs('work', 'c-1999')`},
+		} {
+			if _, err := conn.Exec(bg, `BEGIN`); err != nil {
+				t.Fatal(err)
+			}
+			var plan string
+			err := conn.QueryRow(bg, `EXPLAIN (ANALYZE, FORMAT JSON) `+c.exec).Scan(&plan)
+			if _, rerr := conn.Exec(bg, `ROLLBACK`); rerr != nil {
+				t.Fatal(rerr)
+			}
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.name, mode, err)
+			}
+			var doc []struct{ Plan planNode }
+			if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) != 1 {
+				t.Fatalf("%s, %s: plan %s: %v", c.name, mode, plan, err)
+			}
+			doc[0].Plan.walk(func(n *planNode) {
+				if n.Loops == 0 {
+					return // never ran (a broadcast's scan, on this channel)
+				}
+				if n.Rows > 64 || n.Removed > 64 || n.Type == "Seq Scan" {
+					t.Errorf("%s, %s: %s on %s returned %d rows and dropped %d:\n%s", c.name, mode, n.Type, n.Relation, n.Rows, n.Removed, plan)
+				}
+			})
+		}
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Rows     int        `json:"Actual Rows"`
+	Loops    int        `json:"Actual Loops"`
+	Removed  int        `json:"Rows Removed by Filter"`
+	Plans    []planNode `json:"Plans"`
+}
+
+func (n *planNode) walk(f func(*planNode)) {
+	f(n)
+	for i := range n.Plans {
+		n.Plans[i].walk(f)
+	}
+}
