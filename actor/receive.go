@@ -23,6 +23,10 @@ type Received[T any] struct {
 // many as a competing consumer chooses among.
 const mailboxPage = mailbox.CompetingSpread
 
+// flushConsumedAt is how many messages a pending step may consume before
+// a mailbox read commits it first (see readMail): half a first page.
+const flushConsumedAt = mailboxPage / 2
+
 // mailboxScanMax caps one scan.
 const mailboxScanMax = 1 << 20
 
@@ -158,6 +162,14 @@ func (a *activation) readMail(recv []*command, done func(backlog bool), pre *pre
 		if pre != nil && pre.limit == limit {
 			all = pre.msgs
 		} else {
+			if len(a.consumed) >= flushConsumedAt {
+				// The messages the pending step consumed are still in the
+				// store: a read returns them first and skips them, so an
+				// activation draining a backlog without a commit would read
+				// more rows each time (quadratic in the backlog). Commit
+				// them, and keep each read to a few rows.
+				a.flush()
+			}
 			var err error
 			if all, err = a.sys.store.Mailbox(a.env.ctx, a.id, limit); err != nil {
 				a.fail(err)
