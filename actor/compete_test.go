@@ -120,7 +120,10 @@ func TestQueuedPublishBetweenCheckAndPark(t *testing.T) {
 		consumers, batch int
 		claims, hand     bool
 	}{{1, 1, true, false}, {3, 1, true, false}, {1, 1, false, false}, {3, 1, false, false}, {3, 3, false, false},
-		{1, 1, true, true}, {3, 1, true, true}, {3, 1, false, true}} {
+		{1, 1, true, true}, {3, 1, true, true}, {3, 1, false, true},
+		// More consumers than a queued message names (the rest are found
+		// by the router's own list).
+		{persistence.MaxQueuedSubscribers + 8, 3, false, false}, {persistence.MaxQueuedSubscribers + 8, 1, true, false}} {
 		t.Run(fmt.Sprintf("consumers=%d,batch=%d,claims=%v,hand=%v", tc.consumers, tc.batch, tc.claims, tc.hand), func(t *testing.T) {
 			consumers := tc.consumers
 			messages := 20 * tc.batch
@@ -323,15 +326,22 @@ func TestQueuedPublishDuringStart(t *testing.T) {
 }
 
 // TestQueuedPublishDuringStop: messages published while the node stops
-// are consumed, once, by the node that comes after it on the same store.
+// are consumed, once, by the node that comes after it on the same store;
+// with more consumers than a queued message names too.
 func TestQueuedPublishDuringStop(t *testing.T) {
+	for _, consumers := range []int{4, persistence.MaxQueuedSubscribers + 8} {
+		t.Run(fmt.Sprintf("consumers=%d", consumers), func(t *testing.T) { testQueuedPublishDuringStop(t, consumers) })
+	}
+}
+
+func testQueuedPublishDuringStop(t *testing.T, consumers int) {
 	path := testutil.SQLitePath(t)
 	st := testutil.OpenSQLite(t, path)
 	cfg := actor.Config{Store: st, Workflows: actor.Register(queueConsumer), NodeID: "n1",
 		PassivateAfter: time.Hour, RecoveryInterval: time.Hour}
 	sys := testutil.StartNode(t, cfg)
 	ctx := testutil.Ctx(t, 2*time.Minute)
-	pids := spawnConsumers(t, ctx, sys, 4)
+	pids := spawnConsumers(t, ctx, sys, consumers)
 
 	var mu sync.Mutex
 	ids := map[string]bool{}
