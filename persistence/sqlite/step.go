@@ -494,7 +494,7 @@ func (w *stepWriter) subscriptions() error {
 		if _, err := w.s.stmt(w.tx, w.s.st.deleteSub).Exec(w.id, ch); err != nil {
 			return fmt.Errorf("sqlite: unsubscribe: %w", err)
 		}
-		if err := w.s.unclaim(w.tx, &w.ss, w.id, ch, w.res); err != nil {
+		if err := w.s.unclaim(w.tx, w.id, ch, w.res); err != nil {
 			return err
 		}
 	}
@@ -580,7 +580,7 @@ func (w *stepWriter) end() error {
 		}
 	}
 	if w.holds&holdsClaims != 0 {
-		if err := w.s.unclaim(w.tx, &w.ss, w.id, "", w.res); err != nil {
+		if err := w.s.unclaim(w.tx, w.id, "", w.res); err != nil {
 			return err
 		}
 	}
@@ -617,7 +617,7 @@ func stepHolds(step *persistence.Step) int64 {
 // unclaim puts the messages id claimed (Step.Claim) back in their queues,
 // those of channel only unless it is "", and lists them in res as queued,
 // to wake a remaining consumer each.
-func (s *Store) unclaim(tx *sql.Tx, ss *sendState, id, channel string, res *persistence.StepResult) error {
+func (s *Store) unclaim(tx *sql.Tx, id, channel string, res *persistence.StepResult) error {
 	var rows *sql.Rows
 	var err error
 	if channel == "" {
