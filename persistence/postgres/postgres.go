@@ -168,8 +168,10 @@ type Store struct {
 	observers persistence.CommitObservers
 
 	reqs   chan *writeReq
-	txReqs chan *txReq   // transactional steps (see ApplyTx)
-	wake   chan []string // woken IDs of committed batches, for the notifier
+	txReqs chan *txReq // transactional steps (see ApplyTx)
+	// loadReqs are the loads waiting for a loader (see Load).
+	loadReqs chan *loadReq
+	wake     chan []string // woken IDs of committed batches, for the notifier
 	// wakeLost records that a wake-up could not be sent: the next
 	// notification asks listeners to rescan.
 	wakeLost     atomic.Bool
@@ -294,6 +296,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		listenPIDs:      map[uint32]int{},
 		reqs:            make(chan *writeReq, 4096),
 		txReqs:          make(chan *txReq, 1024),
+		loadReqs:        make(chan *loadReq, 1024),
 		wake:            make(chan []string, 1024),
 		notifierDone:    make(chan struct{}),
 	}
@@ -309,6 +312,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	for i := 0; i < opts.TxWriters; i++ {
 		s.writers.Add(1)
 		go s.txWriter()
+	}
+	for range loaders {
+		s.writers.Add(1)
+		go s.loader()
 	}
 	return s, nil
 }
@@ -551,6 +558,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	close(s.reqs)
 	close(s.txReqs)
+	close(s.loadReqs)
 	s.closeMu.Unlock()
 	s.writers.Wait()
 	s.wakeMu.Lock()

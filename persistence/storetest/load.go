@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/nornlabs/norn/persistence"
@@ -44,4 +46,69 @@ func testLoad(t *testing.T, st persistence.Store) {
 	wantErr(t, err, persistence.ErrNotFound)
 	_, err = l.Load(ctx(), "a", 0, 10)
 	wantErr(t, err, persistence.ErrInvalidRecord)
+}
+
+// testLoadsTogether: loads of many instances at once (a broadcast wakes
+// them together; a driver may read them in one batch) each get their own
+// instance, history and mailbox, and a load of a missing instance fails
+// alone.
+func testLoadsTogether(t *testing.T, st persistence.Store) {
+	l, ok := st.(persistence.Loader)
+	if !ok {
+		t.Skip("the store reads an activation's start one read at a time")
+	}
+	const n = 40
+	id := func(i int) string { return fmt.Sprintf("inst-%02d", i) }
+	for i := range n {
+		create(t, st, id(i))
+		var hist []persistence.Event
+		for k := range i % 5 {
+			hist = append(hist, ev(int64(k+1), "x"))
+		}
+		apply(t, st, persistence.Step{Instance: id(i), Epoch: 1, History: hist})
+		var mail []persistence.NewMessage
+		for k := range i % 3 {
+			mail = append(mail, persistence.NewMessage{ID: fmt.Sprintf("m-%d-%d", i, k), Target: id(i)})
+		}
+		if len(mail) > 0 {
+			apply(t, st, persistence.Step{Send: mail})
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*n)
+	for round := range 2 {
+		for i := range n + 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				limit := 2 + round*8 // the first round's pages cut some histories short
+				got, err := l.Load(ctx(), id(i), limit, limit)
+				if i >= n {
+					if !errors.Is(err, persistence.ErrNotFound) {
+						errs <- fmt.Errorf("load of missing %s: %v, want ErrNotFound", id(i), err)
+					}
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("load %s: %w", id(i), err)
+					return
+				}
+				wantHist, wantMail := min(limit, 1+i%5), min(limit, i%3)
+				if got.Instance.ID != id(i) || len(got.History) != wantHist || len(got.Mailbox) != wantMail {
+					errs <- fmt.Errorf("load %s (limit %d): instance %s, %d events, %d messages; want %d events, %d messages",
+						id(i), limit, got.Instance.ID, len(got.History), len(got.Mailbox), wantHist, wantMail)
+				}
+				for _, m := range got.Mailbox {
+					if m.Target != id(i) {
+						errs <- fmt.Errorf("load %s: message %s of %s", id(i), m.ID, m.Target)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
