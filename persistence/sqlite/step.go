@@ -36,6 +36,7 @@ type stmts struct {
 	useMessageID   *sql.Stmt
 	channelSubs    *sql.Stmt // every subscriber of a channel (a broadcast's)
 	channelSample  *sql.Stmt // the competing subscribers a queued message names
+	channelWake    *sql.Stmt // channelSample, or else the channel's mode
 	deleteTimer    *sql.Stmt
 	upsertTimer    *sql.Stmt
 	instanceState  *sql.Stmt
@@ -139,9 +140,15 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	// range read of subscriptions_competing.
 	window := `SELECT instance_id FROM subscriptions WHERE channel = ?1 AND mode = 'competing' AND instance_id `
 	limit := strconv.Itoa(persistence.MaxQueuedSubscribers)
-	st.channelSample = p(`SELECT instance_id FROM (` + window + `> ?2 ORDER BY instance_id LIMIT ` + limit + `)
+	sample := `SELECT instance_id FROM (` + window + `> ?2 ORDER BY instance_id LIMIT ` + limit + `)
 		UNION ALL SELECT instance_id FROM (` + window + `<= ?2 ORDER BY instance_id LIMIT ` + limit + `)
-		LIMIT ` + limit)
+		LIMIT ` + limit
+	st.channelSample = p(sample)
+	// A publish's one read of the subscriptions: the sample of a competing
+	// channel, else one row with no ID and the channel's mode (no row if
+	// nobody subscribes; every subscriber has the channel's mode).
+	st.channelWake = p(`SELECT instance_id, 'competing' FROM (` + sample + `)
+		UNION ALL SELECT NULL, m.mode FROM (SELECT mode FROM subscriptions WHERE channel = ?1 LIMIT 1) m WHERE m.mode != 'competing'`)
 	st.deleteTimer = p(`DELETE FROM timers WHERE instance_id = ? AND timer_id = ?`)
 	st.upsertTimer = p(`INSERT INTO timers (instance_id, timer_id, due, bucket) VALUES (?, ?, ?, ?)
 		ON CONFLICT (instance_id, timer_id) DO UPDATE SET due = excluded.due, bucket = excluded.bucket`)
@@ -175,7 +182,7 @@ func (st *stmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (st *stmts) close() {
 	closeStmts(st.insertInstance, st.updateInstance, st.instanceHolds, st.channelMode, st.insertSub, st.deleteSub, st.targetStatus, st.appendInstance, st.insertEvent, st.deleteMessage, st.insertMessage,
-		st.insertIfLive, st.useMessageID, st.channelSubs, st.channelSample, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
+		st.insertIfLive, st.useMessageID, st.channelSubs, st.channelSample, st.channelWake, st.deleteTimer, st.upsertTimer, st.instanceState, st.savepoint, st.release,
 		st.rollbackTo, st.acquireLease, st.readInstance, st.dropSubs, st.dropTimers, st.dropMail, st.insertOutbox,
 		st.claimMessage, st.unclaimAll, st.unclaimChannel, st.queueConsumer, st.queueHead, st.holdClaims, st.queueLeft)
 }
@@ -772,36 +779,42 @@ func (s *Store) stmt(tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
 	return b
 }
 
-// channelSubs reads a channel's subscribers, once per step. Of a competing
-// channel it reads the next ones in turn (see persistence.QueuedMessage);
-// if there are none, every subscriber has the channel's mode (subscribe
-// checks it), so one tells it, and only a broadcast, which copies the
-// message to each, reads them all.
+// channelSubs reads a channel's subscribers, once per step, with one
+// statement unless the channel is a broadcast: of a competing channel the
+// next ones in turn (see persistence.QueuedMessage), else the mode one
+// subscriber tells (subscribe keeps them alike); only a broadcast, which
+// copies the message to each, reads them all.
 func (s *Store) channelSubs(tx *sql.Tx, ss *sendState, channel string) (channelSubs, error) {
 	if cs, ok := ss.channels[channel]; ok {
 		return cs, nil
 	}
-	// Competing first: a queue's publish, the common case, then reads
-	// one statement.
 	key := s.cursors.Key(channel)
-	ids, err := s.competingAfter(tx, channel, key)
+	var cs channelSubs
+	rows, err := s.stmt(tx, s.st.channelWake).Query(channel, key)
 	if err != nil {
-		return channelSubs{}, err
+		return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
 	}
-	cs := channelSubs{ids: ids, mode: persistence.Competing}
-	if len(ids) > 0 {
-		s.cursors.Advance(channel, key, ids, persistence.MaxQueuedSubscribers)
-	} else {
+	for rows.Next() {
+		var id sql.NullString
 		var mode string
-		err := s.stmt(tx, s.st.channelMode).QueryRow(channel, "").Scan(&mode)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		if err := rows.Scan(&id, &mode); err != nil {
+			rows.Close()
 			return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
 		}
 		cs.mode = persistence.Mode(mode)
-		if cs.mode == persistence.Broadcast {
-			if cs.ids, err = s.queryIDs(tx, s.st.channelSubs, channel); err != nil {
-				return cs, err
-			}
+		if id.Valid {
+			cs.ids = append(cs.ids, id.String)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return cs, fmt.Errorf("sqlite: read subscribers: %w", err)
+	}
+	switch cs.mode {
+	case persistence.Competing:
+		s.cursors.Advance(channel, key, cs.ids, persistence.MaxQueuedSubscribers)
+	case persistence.Broadcast:
+		if cs.ids, err = s.queryIDs(tx, s.st.channelSubs, channel); err != nil {
+			return cs, err
 		}
 	}
 	if ss.channels == nil {
