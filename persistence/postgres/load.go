@@ -46,18 +46,9 @@ func (s *Store) Load(ctx context.Context, id string, historyLimit, mailboxLimit 
 		return persistence.Loaded{}, &persistence.InvalidError{Field: "limit", Reason: "history and mailbox limits must be positive"}
 	}
 	r := &loadReq{id: id, historyLimit: historyLimit, mailboxLimit: mailboxLimit, done: make(chan struct{})}
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return persistence.Loaded{}, persistence.ErrStoreClosed
+	if err := enqueue(s, ctx, s.loadReqs, r); err != nil {
+		return persistence.Loaded{}, err
 	}
-	select {
-	case s.loadReqs <- r:
-	case <-ctx.Done():
-		s.closeMu.RUnlock()
-		return persistence.Loaded{}, ctx.Err()
-	}
-	s.closeMu.RUnlock()
 	select {
 	case <-r.done:
 		return r.out, r.err

@@ -25,40 +25,24 @@ func TestPublishReadsBoundedSubscribers(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
-		if _, err := conn.Exec(bg, `SET plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
+	explainEachPlan(t, conn, []planCase{
+		{"publish", `EXECUTE publish('m-1', 'work', '', '\x31', NULL, 1, 'int', '')`},
+		{"publish after a key", `EXECUTE publish('m-2', 'work', '', '\x31', NULL, 1, 'int', 'c-5')`},
+		{"run's subscribers", `EXECUTE runsubs('work', 'c-1999')`},
+	}, func(name, mode, plan string) {
+		var doc []struct{ Plan planNode }
+		if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) != 1 {
+			t.Fatalf("%s, %s: plan %s: %v", name, mode, plan, err)
 		}
-		for _, c := range []struct{ name, exec string }{
-			{"publish", `EXECUTE publish('m-1', 'work', '', '\x31', NULL, 1, 'int', '')`},
-			{"publish after a key", `EXECUTE publish('m-2', 'work', '', '\x31', NULL, 1, 'int', 'c-5')`},
-			{"run's subscribers", `EXECUTE runsubs('work', 'c-1999')`},
-		} {
-			if _, err := conn.Exec(bg, `BEGIN`); err != nil {
-				t.Fatal(err)
+		doc[0].Plan.walk(func(n *planNode) {
+			if n.Loops == 0 {
+				return // never ran (a broadcast's scan, on this channel)
 			}
-			var plan string
-			err := conn.QueryRow(bg, `EXPLAIN (ANALYZE, FORMAT JSON) `+c.exec).Scan(&plan)
-			if _, rerr := conn.Exec(bg, `ROLLBACK`); rerr != nil {
-				t.Fatal(rerr)
+			if n.Rows > 64 || n.Removed > 64 || n.Type == "Seq Scan" {
+				t.Errorf("%s, %s: %s on %s returned %d rows and dropped %d:\n%s", name, mode, n.Type, n.Relation, n.Rows, n.Removed, plan)
 			}
-			if err != nil {
-				t.Fatalf("%s, %s: %v", c.name, mode, err)
-			}
-			var doc []struct{ Plan planNode }
-			if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) != 1 {
-				t.Fatalf("%s, %s: plan %s: %v", c.name, mode, plan, err)
-			}
-			doc[0].Plan.walk(func(n *planNode) {
-				if n.Loops == 0 {
-					return // never ran (a broadcast's scan, on this channel)
-				}
-				if n.Rows > 64 || n.Removed > 64 || n.Type == "Seq Scan" {
-					t.Errorf("%s, %s: %s on %s returned %d rows and dropped %d:\n%s", c.name, mode, n.Type, n.Relation, n.Rows, n.Removed, plan)
-				}
-			})
-		}
-	}
+		})
+	})
 }
 
 // planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).

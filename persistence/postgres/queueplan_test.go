@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nornlabs/norn/persistence/postgres"
 )
 
@@ -37,14 +39,37 @@ func TestQueueReadsSkipRowsNoLongerQueued(t *testing.T) {
 	if _, err := conn.Exec(bg, `PREPARE mailbox AS `+postgres.QueueSQL.Mailbox); err != nil {
 		t.Fatal(err)
 	}
+	explainEachPlan(t, conn, []planCase{
+		{"claim", `EXECUTE claim('node', 'work', '{c-1,c-2,c-3,c-4,c-5,c-6,c-7,c-8}', '{}')`},
+		{"mailbox read", `EXECUTE mailbox('c-1', 8)`},
+	}, func(name, mode, plan string) {
+		dropped := 0
+		for _, part := range strings.Split(plan, `"Rows Removed by Filter": `)[1:] {
+			var n int
+			if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
+				dropped = max(dropped, n)
+			}
+		}
+		if dropped > 64 || strings.Contains(plan, `"Seq Scan"`) {
+			t.Errorf("%s, %s: a plan node dropped %d rows, or the table was scanned:\n%s", name, mode, dropped, plan)
+		}
+	})
+}
+
+// planCase is a statement whose plan a test checks: EXECUTE of one
+// prepared on the connection.
+type planCase struct{ name, exec string }
+
+// explainEachPlan runs EXPLAIN ANALYZE (JSON) of each case under a generic
+// and under a custom plan, each in a transaction it rolls back, and hands
+// check the plan.
+func explainEachPlan(t *testing.T, conn *pgx.Conn, cases []planCase, check func(name, mode, plan string)) {
+	t.Helper()
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		if _, err := conn.Exec(bg, `SET plan_cache_mode = `+mode); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range []struct{ name, exec string }{
-			{"claim", `EXECUTE claim('node', 'work', '{c-1,c-2,c-3,c-4,c-5,c-6,c-7,c-8}', '{}')`},
-			{"mailbox read", `EXECUTE mailbox('c-1', 8)`},
-		} {
+		for _, c := range cases {
 			if _, err := conn.Exec(bg, `BEGIN`); err != nil {
 				t.Fatal(err)
 			}
@@ -56,16 +81,7 @@ func TestQueueReadsSkipRowsNoLongerQueued(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s, %s: %v", c.name, mode, err)
 			}
-			dropped := 0
-			for _, part := range strings.Split(plan, `"Rows Removed by Filter": `)[1:] {
-				var n int
-				if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
-					dropped = max(dropped, n)
-				}
-			}
-			if dropped > 64 || strings.Contains(plan, `"Seq Scan"`) {
-				t.Errorf("%s, %s: a plan node dropped %d rows, or the table was scanned:\n%s", c.name, mode, dropped, plan)
-			}
+			check(c.name, mode, plan)
 		}
 	}
 }

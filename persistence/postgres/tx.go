@@ -56,18 +56,9 @@ func (s *Store) ApplyTx(ctx context.Context, instance string, run func(ctx conte
 		return persistence.StepResult{}, err
 	}
 	r := &txReq{ctx: ctx, instance: instance, run: run, mk: mk, done: make(chan struct{})}
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return persistence.StepResult{}, persistence.ErrStoreClosed
+	if err := enqueue(s, ctx, s.txReqs, r); err != nil {
+		return persistence.StepResult{}, err
 	}
-	select {
-	case s.txReqs <- r:
-	case <-ctx.Done():
-		s.closeMu.RUnlock()
-		return persistence.StepResult{}, ctx.Err()
-	}
-	s.closeMu.RUnlock()
 	select {
 	case <-r.done:
 	case <-ctx.Done():

@@ -155,18 +155,9 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 		return persistence.StepResult{}, err
 	}
 	req := &writeReq{step: step, done: make(chan struct{})}
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return persistence.StepResult{}, persistence.ErrStoreClosed
+	if err := enqueue(s, ctx, s.reqs, req); err != nil {
+		return persistence.StepResult{}, err
 	}
-	select {
-	case s.reqs <- req:
-	case <-ctx.Done():
-		s.closeMu.RUnlock()
-		return persistence.StepResult{}, ctx.Err()
-	}
-	s.closeMu.RUnlock()
 	// Once queued the step is applied whatever the caller's context does,
 	// so wait for the outcome: returning early would hide a commit.
 	<-req.done
@@ -174,6 +165,23 @@ func (s *Store) Apply(ctx context.Context, step persistence.Step) (persistence.S
 		return persistence.StepResult{}, req.err
 	}
 	return req.res, nil
+}
+
+// enqueue hands r to the goroutines that read ch (writers, loaders),
+// unless the store is closed or ctx ends first. Close closes ch under
+// closeMu, so a send never meets a closed channel.
+func enqueue[T any](s *Store, ctx context.Context, ch chan<- T, r T) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return persistence.ErrStoreClosed
+	}
+	select {
+	case ch <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // writer is one group-commit loop: it takes every step queued while it was
