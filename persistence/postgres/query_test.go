@@ -93,6 +93,11 @@ func TestListInstancesPlans(t *testing.T) {
 // subscribers).
 func TestModeChecksReadOneSubscriber(t *testing.T) {
 	conn := schemaConn(t)
+	// Another channel's rows first: a scan of the table meets them.
+	if _, err := conn.Exec(bg, `INSERT INTO subscriptions (instance_id, channel, mode)
+		SELECT 'o-' || g, 'other', 'broadcast' FROM generate_series(1, 4000) g`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.Exec(bg, `INSERT INTO subscriptions (instance_id, channel, mode)
 		SELECT 'i-' || g, CASE WHEN g % 2 = 0 THEN 'news' ELSE 'calls' END, CASE WHEN g % 2 = 0 THEN 'broadcast' ELSE 'direct' END
 		FROM generate_series(1, 4000) g`); err != nil {

@@ -354,8 +354,9 @@ var statements = map[string]string{
 	// subscribers share one mode (this check keeps it so), so one other
 	// subscriber tells it: looking for one of another mode would walk past
 	// every subscriber of the same mode, a cost that grows with them.
+	// ORDER BY mode keeps it on subscriptions_channel (see publishCTEs).
 	sqlSubscribeCheck: `SELECT norn_check(m IS NULL OR m = $3::text, '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
-		SELECT mode FROM subscriptions WHERE channel = $1::text AND instance_id <> $2::text LIMIT 1) AS m) x`,
+		SELECT mode FROM subscriptions WHERE channel = $1::text AND instance_id <> $2::text ORDER BY mode LIMIT 1) AS m) x`,
 	sqlSubscribe: `INSERT INTO subscriptions (instance_id, channel, mode) VALUES ($1::text, $2::text, $3::text)
 		ON CONFLICT (instance_id, channel) DO UPDATE SET mode = excluded.mode`,
 	sqlUnsubscribe: `DELETE FROM subscriptions WHERE instance_id = $1::text AND channel = $2::text`,
@@ -363,7 +364,7 @@ var statements = map[string]string{
 	// $1 channel: a direct send conflicts with broadcast or competing
 	// subscribers (one subscriber tells the channel's mode, as above).
 	sqlDirectCheck: `SELECT norn_check(m IS NULL OR m = 'direct', '` + checkMode + `', COALESCE(m, '')) FROM (SELECT (
-		SELECT mode FROM subscriptions WHERE channel = $1::text LIMIT 1) AS m) x`,
+		SELECT mode FROM subscriptions WHERE channel = $1::text ORDER BY mode LIMIT 1) AS m) x`,
 	// $1 target: MustDeliver.
 	sqlTargetCheck: `SELECT norn_check(s IS NOT NULL AND s NOT IN ` + terminalSQL + `,
 		CASE WHEN s IS NULL THEN '` + checkNotFound + `' ELSE '` + checkDone + `' END, COALESCE(s, '')) FROM (SELECT (
