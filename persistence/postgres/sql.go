@@ -182,7 +182,7 @@ func publishCTEs(key string) string {
 	return `WITH m AS (SELECT mode FROM subscriptions WHERE channel = $2::text ORDER BY mode LIMIT 1),
 		bc AS (SELECT instance_id FROM subscriptions WHERE channel = $2::text AND mode = 'broadcast'
 			AND EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast') ORDER BY instance_id FOR KEY SHARE),
-		comp AS (` + competingWindow("$2::text", key, "") + `),
+		comp AS (` + competingWindow("$2::text", key, "<=") + `),
 		subs AS (SELECT instance_id, 'broadcast' AS mode FROM bc UNION ALL SELECT instance_id, 'competing' FROM comp),
 		chk AS (SELECT norn_check(NOT EXISTS (SELECT 1 FROM m WHERE mode = 'direct'), '` + checkMode + `', 'direct') AS ok),
 		copies AS (
@@ -199,9 +199,6 @@ func publishCTEs(key string) string {
 // name every subscriber in turn. upTo is the comparison of the wrapped
 // part: "<=" names key itself, "<" leaves it out.
 func competingWindow(channel, key, upTo string) string {
-	if upTo == "" {
-		upTo = "<="
-	}
 	sel := `SELECT instance_id FROM subscriptions WHERE channel = ` + channel + ` AND mode = 'competing' AND instance_id `
 	return `(` + sel + `> ` + key + ` ORDER BY instance_id LIMIT ` + maxQueuedSubs + `)
 			UNION ALL (` + sel + upTo + ` ` + key + ` ORDER BY instance_id LIMIT ` + maxQueuedSubs + `)
@@ -226,7 +223,7 @@ var maxQueuedSubs = strconv.Itoa(persistence.MaxQueuedSubscribers)
 // no broadcast subscriber, and not a system channel nobody subscribes to.
 // It reads chk, so that publishing on a direct channel, which passes the
 // rest, fails.
-var publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast')
+const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast')
 				AND NOT (NOT EXISTS (SELECT 1 FROM m) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))
 				AND (SELECT ok FROM chk)`
 
@@ -388,7 +385,7 @@ var statements = map[string]string{
 		(SELECT instance_id, norn_check(mode <> 'direct', '` + checkMode + `', mode), mode
 			FROM subscriptions WHERE channel = $1::text AND EXISTS (SELECT 1 FROM m WHERE mode <> 'competing') ORDER BY instance_id)
 		UNION ALL
-		(SELECT instance_id, true, 'competing' FROM (` + competingWindow("$1::text", "$2::text", "") + `) w
+		(SELECT instance_id, true, 'competing' FROM (` + competingWindow("$1::text", "$2::text", "<=") + `) w
 			WHERE EXISTS (SELECT 1 FROM m WHERE mode = 'competing'))`,
 	// $1 msg id, $2 channel, $3 sender, $4 payload, $5 metadata, $6 published
 	// at, $7 type, $8 key (see competingWindow). A copy per broadcast subscriber; otherwise (competing, or nobody
