@@ -97,7 +97,11 @@ func TestPublishHandsToIdleConsumer(t *testing.T) {
 					t.Fatal(err)
 				}
 				if sent.Listeners != 1 || sent.Queued {
-					t.Fatalf("message %d: %+v, want it handed to one consumer", i, sent)
+					// Which side missed it: no consumer picked (none
+					// registered idle), or the store declined the hand-off
+					// (the consumer's lease, say, had run out in the store).
+					t.Fatalf("message %d: %+v, want it handed to one consumer (%d of %d publishes named a consumer)",
+						i, sent, handTo.Load(), i+1)
 				}
 				ids[sent.ID] = true
 				// One at a time: the other consumer waits meanwhile.
