@@ -19,8 +19,19 @@ func (s *System) IsStopping() bool {
 // reach (see parkWatcher). Pass it as Config.Hooks; set its function with
 // OnPark at any time.
 type ParkWatch struct {
-	inner Hooks
-	fn    atomic.Pointer[func(id string)]
+	inner  Hooks
+	fn     atomic.Pointer[func(id string)]
+	gather atomic.Pointer[func()]
+}
+
+// OnGather makes fn be called, on the goroutine of the consumer leading a
+// fetch, each time a gather starts to wait for the other consumers.
+func (p *ParkWatch) OnGather(fn func()) { p.gather.Store(&fn) }
+
+func (p *ParkWatch) inGather() {
+	if fn := p.gather.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // WatchParks wraps inner (nil: no other hooks).
@@ -85,3 +96,7 @@ func (s *System) FetchWaiting(ch string) int {
 	}
 	return 0
 }
+
+// FlushFetchedAt is how many messages a consumer fed by claims takes
+// before it commits them.
+const FlushFetchedAt = flushFetchedAt

@@ -3,6 +3,7 @@ package actor
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nornlabs/norn/persistence"
 )
@@ -16,7 +17,9 @@ import (
 // than a mailbox read and a contested claim per message, a consumer takes
 // a message only when it waits for one (nothing queues up behind a slow
 // handler), and a message is claimed only for a consumer that takes it at
-// once.
+// once. Under a backlog the next claim waits, briefly, for the consumers
+// the last one served to ask again (see gather), so that each claim
+// serves them all rather than alternately one and the rest.
 //
 // On a store with a single writer (SQLite) a claim that moves a message is
 // a turn of that writer of its own, and the consume of the claimed
@@ -66,6 +69,15 @@ type channelFetch struct {
 	reading int
 	// backlog: the last claim or read saw more queued than it took.
 	backlog bool
+	// Gathering (see gather): after a claim under a backlog, expect is
+	// how many asks the next claim waits for (those pending when it ended
+	// and those it served, which come back for their next message), for
+	// at most took, the claim's own duration. gathered is closed when
+	// they are in; missed: the last gather ran out of time.
+	expect   int
+	took     time.Duration
+	gathered chan struct{}
+	missed   bool
 }
 
 type fetchReq struct {
@@ -127,6 +139,10 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 		f.by[ch] = cf
 	}
 	cf.pending = append(cf.pending, req)
+	if cf.gathered != nil && len(cf.pending) >= cf.expect {
+		close(cf.gathered)
+		cf.gathered = nil
+	}
 	lead := !cf.running && !s.waitReads(cf)
 	for {
 		if !lead {
@@ -161,18 +177,78 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 		f.mu.Unlock()
 		return mine
 	}
+	s.gather(cf)
 	batch := cf.pending
 	cf.pending = nil
 	f.mu.Unlock()
 
-	mine, more := s.claimFor(ch, batch, req)
+	start := time.Now()
+	mine, more, served := s.claimFor(ch, batch, req)
 
 	f.mu.Lock()
 	cf.backlog = more
+	cf.expect, cf.took = len(cf.pending)+served, time.Since(start)
 	cf.running = false
 	s.passLead(ch, cf)
 	f.mu.Unlock()
 	return mine
+}
+
+// maxGather caps a gather's wait: a store slow to claim must not also
+// hold a stop up for as long.
+const maxGather = 10 * time.Millisecond
+
+// gather holds the lead of cf, under a backlog, until the consumers the
+// last claim served have asked again, so that one claim serves them all.
+// Without it, the first of them to come back would claim for itself
+// alone while the others queued behind it, and claims would alternate
+// between one consumer and the rest. It waits at most as long as the last
+// claim took (and at most maxGather), and not at all after a gather that
+// ran out of time (a consumer that ends, parks elsewhere or runs a slow
+// handler does not come back soon), so that a lull costs at most one
+// claim's time every other claim. fetchers.mu is held, and held again on
+// return.
+func (s *System) gather(cf *channelFetch) {
+	if !cf.backlog || len(cf.pending) >= cf.expect {
+		return
+	}
+	if cf.missed {
+		cf.missed = false
+		return
+	}
+	g := make(chan struct{})
+	cf.gathered = g
+	s.fetchers.mu.Unlock()
+	s.inGather()
+	t := time.NewTimer(min(cf.took, maxGather))
+	select {
+	case <-g:
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+	t.Stop()
+	s.fetchers.mu.Lock()
+	if cf.gathered == g {
+		cf.gathered = nil
+		cf.missed = true
+	}
+}
+
+// fetchAway tells ch's fetcher that a consumer its last claim served
+// commits a step before it asks again: a gather is not to wait for it.
+func (s *System) fetchAway(ch string) {
+	f := &s.fetchers
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cf := f.by[ch]
+	if cf == nil || cf.expect == 0 {
+		return
+	}
+	cf.expect--
+	if cf.gathered != nil && len(cf.pending) >= cf.expect {
+		close(cf.gathered)
+		cf.gathered = nil
+	}
 }
 
 // waitReads reports whether the asks on cf must wait for the reads under
@@ -183,7 +259,8 @@ func (s *System) waitReads(cf *channelFetch) bool {
 
 // passLead hands the lead of cf, free, to the first ask waiting, if it
 // may decide now; else, if nobody uses cf, forgets it, unless it saw a
-// backlog: the next ask is to claim. fetchers.mu is held.
+// backlog: the next ask is to claim (and to gather; see gather).
+// fetchers.mu is held.
 func (s *System) passLead(ch string, cf *channelFetch) {
 	switch {
 	case cf.running:
@@ -192,7 +269,7 @@ func (s *System) passLead(ch string, cf *channelFetch) {
 			cf.running = true
 			cf.pending[0].reply <- fetchReply{lead: true}
 		}
-	case cf.reading == 0 && (!s.fetchers.reads || !cf.backlog):
+	case cf.reading == 0 && !cf.backlog:
 		delete(s.fetchers.by, ch)
 	}
 }
@@ -217,9 +294,9 @@ func (s *System) readReply(ch string, cf *channelFetch) fetchReply {
 }
 
 // claimFor runs the claims for batch, one per set of types asked for,
-// answers every request but self's, and returns self's answer and whether
-// a claim left more queued.
-func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) (mine fetchReply, more bool) {
+// answers every request but self's, and returns self's answer, whether a
+// claim left more queued and how many messages the claims moved.
+func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) (mine fetchReply, more bool, served int) {
 	groups := map[string][]*fetchReq{}
 	var order []string
 	for _, r := range batch {
@@ -243,6 +320,7 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) (mine fe
 			}
 			qc, err := s.store.ClaimQueue(s.ctx, s.cfg.NodeID, ch, part[0].types, ids)
 			more = more || qc.More
+			served += len(qc.Messages)
 			got := make(map[string]persistence.Message, len(qc.Messages))
 			for _, m := range qc.Messages {
 				got[m.Target] = m
@@ -258,7 +336,7 @@ func (s *System) claimFor(ch string, batch []*fetchReq, self *fetchReq) (mine fe
 			}
 		}
 	}
-	return mine, more
+	return mine, more, served
 }
 
 // fetchQueued serves the activation's one waited-for receive from its
@@ -279,6 +357,15 @@ func (a *activation) fetchQueued(recv []*command) (took, read bool, done func(ba
 	}
 	if !a.fetch.owed {
 		return false, a.fetch.leftover, nil
+	}
+	if len(a.consumed) >= flushFetchedAt {
+		// A consumer fed by claims never reads its mailbox and, while the
+		// queue lasts, never parks: commit its takes every so often, so
+		// that a long drain does not pile them into one huge step (held
+		// in memory, replayed after a crash, and reported only at its
+		// end). The fetcher's next claim does not wait for it meanwhile.
+		a.sys.fetchAway(c.recv.spec.Channel)
+		a.flush()
 	}
 	ch := c.recv.spec.Channel
 	r := a.sys.fetchQueued(ch, a.id, c.recv.accept().Types())
@@ -303,6 +390,10 @@ func (a *activation) fetchQueued(recv []*command) (took, read bool, done func(ba
 	}
 	return true, false, nil
 }
+
+// flushFetchedAt is how many messages a pending step may consume before
+// a fetch commits it first.
+const flushFetchedAt = 256
 
 // fetchable is the receive fetchQueued may serve, or nil.
 func (a *activation) fetchable(recv []*command) *command {

@@ -231,6 +231,19 @@ type env struct {
 // park, so nothing but this can land a commit in that window.
 type parkWatcher interface{ beforePark(id string) }
 
+// gatherWatcher is implemented by Hooks that hear each time a node's
+// fetcher starts to wait for its consumers to ask together (see
+// System.gather): a race point of its own, for tests.
+type gatherWatcher interface{ inGather() }
+
+// inGather tells Config.Hooks, if it is a gatherWatcher, that a gather
+// waits.
+func (s *System) inGather() {
+	if w, ok := s.cfg.Hooks.(gatherWatcher); ok {
+		w.inGather()
+	}
+}
+
 // beforePark tells Config.Hooks, if it is a parkWatcher, that activation
 // id is about to park in a receive.
 func (s *System) beforePark(id string) {

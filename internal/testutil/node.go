@@ -72,6 +72,20 @@ func Ctx(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// Until polls cond as Eventually does until it holds or ctx ends, and
+// reports whether it held: for a goroutine other than the test's, which
+// must not end the test itself.
+func Until(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
+}
+
 // Eventually polls cond every few milliseconds until it holds, failing the
 // test if it still does not after d (a deadline, not a measurement).
 func Eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {

@@ -365,12 +365,22 @@ func (s *Store) Target() string { return s.target }
 // their own SQL. Its connections use the store's schema as search_path.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// prepare prepares the driver's statements on a new pool connection.
+// prepare prepares the driver's statements on a new pool connection. It
+// does so inside one transaction: outside one, each statement's
+// preparation is a transaction of its own on the server (some seventy per
+// connection), while a prepared statement outlives the transaction that
+// prepared it.
 func prepare(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
 	for name, sql := range statements {
 		if _, err := conn.Prepare(ctx, name, sql); err != nil {
 			return fmt.Errorf("prepare %s: %w", name, err)
 		}
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("prepare: %w", err)
 	}
 	return nil
 }
