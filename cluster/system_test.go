@@ -439,17 +439,20 @@ func TestNodesJoinMovesShareWithoutOverlap(t *testing.T) {
 	byOwner := c.spawnSleepers("share", 60, time.Now().Add(time.Hour))
 	c.start("n4")
 	c.waitMembers(4)
+	// The client's view of who owns what follows its membership list a
+	// moment later: wait until it gives n4 its share.
 	var moved []actor.PID
-	for _, pids := range byOwner {
-		for _, pid := range pids {
-			if c.owner(pid) == "n4" {
-				moved = append(moved, pid)
+	testutil.Eventually(t, 30*time.Second, "n4 owns some of the instances (the test needs some)", func() bool {
+		moved = moved[:0]
+		for _, pids := range byOwner {
+			for _, pid := range pids {
+				if c.owner(pid) == "n4" {
+					moved = append(moved, pid)
+				}
 			}
 		}
-	}
-	if len(moved) == 0 {
-		t.Fatal("n4 owns none of the instances; the test needs some")
-	}
+		return len(moved) > 0
+	})
 	c.waitFor("n4 hosts its share", func() bool {
 		for _, pid := range moved {
 			if c.seen("activated", pid, is("n4")) == 0 {
