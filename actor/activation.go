@@ -61,8 +61,11 @@ type activation struct {
 	consumed map[int64]bool   // messages consumed by pending
 	// onCommit are hooks of what pending records, reported once it commits.
 	onCommit []HookEvent
-	spread   int            // rotates the pick among competing messages
-	prefetch map[string]int // competing channels subscribed with Prefetch: how many to take
+	// deferredAt is when a park first left pending uncommitted (see
+	// deferTakes); zero once it commits.
+	deferredAt time.Time
+	spread     int            // rotates the pick among competing messages
+	prefetch   map[string]int // competing channels subscribed with Prefetch: how many to take
 	// prefetched are messages this run claimed into its own mailbox
 	// (Prefetch) and has not received yet, in arrival order.
 	prefetched []persistence.Message

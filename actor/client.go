@@ -437,7 +437,7 @@ func (s *System) add(ctx context.Context, m persistence.NewMessage) (Sent, error
 	if to != nil {
 		// handed has woken the consumer: a second wake would only make
 		// it look again once it has taken the message.
-		s.handed(to, res, err)
+		s.handed(to, m.ID, res, err)
 		wakes.Woken = slices.DeleteFunc(slices.Clone(res.Woken), func(id string) bool { return id == to.id })
 	}
 	if err != nil {

@@ -24,9 +24,11 @@ import (
 // Exactly once: a handed message is in the consumer's mailbox, bound to
 // the instance, as a claimed one is; if the activation stops or crashes
 // before taking it, the instance's next activation finds it there, and if
-// the instance unsubscribes or ends first, it goes back to the queue. The
-// activation takes it with a step that commits at once and only if the
-// message is still there (a mailbox read may have taken it first).
+// the instance unsubscribes or ends first, it goes back to the queue. From
+// the moment a publish picks the activation until the activation looks at
+// its slot, the activation's mailbox reads leave the message alone (see
+// handSlot.handing), so it is taken once, from the slot, with a step that
+// commits like any take of the instance's own mail.
 
 // handSlot holds what publishes handed to an activation and it has not
 // looked at yet. Written by publishing goroutines, read by the workflow
@@ -37,13 +39,53 @@ type handSlot struct {
 	// lost: a publish that named this activation failed with its outcome
 	// unknown, so its mailbox may hold a message it was not given.
 	lost bool
+	// coming are the IDs of the messages that publishes under way name
+	// this activation for.
+	coming map[string]bool
 }
 
-func (h *handSlot) put(msgs []persistence.Message, lost bool) {
+// expect notes that a publish of message id names the activation.
+func (h *handSlot) expect(id string) {
+	h.mu.Lock()
+	if h.coming == nil {
+		h.coming = map[string]bool{}
+	}
+	h.coming[id] = true
+	h.mu.Unlock()
+}
+
+// put ends the publish of message id: msgs are what it handed, lost that
+// its outcome is unknown.
+func (h *handSlot) put(id string, msgs []persistence.Message, lost bool) {
 	h.mu.Lock()
 	h.msgs = append(h.msgs, msgs...)
 	h.lost = h.lost || lost
+	delete(h.coming, id)
 	h.mu.Unlock()
+}
+
+// handing reports whether m is in the slot or may come to it: a mailbox
+// read leaves it for the activation to take from the slot, so that the
+// two never take it both.
+func (h *handSlot) handing(m persistence.Message) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.coming[m.ID] {
+		return true
+	}
+	for _, x := range h.msgs {
+		if x.Seq == m.Seq {
+			return true
+		}
+	}
+	return false
+}
+
+// empty reports whether no message is in the slot or coming to it.
+func (h *handSlot) empty() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.msgs) == 0 && len(h.coming) == 0
 }
 
 // keep puts back, ahead of what came since, messages taken from the slot
@@ -115,6 +157,7 @@ func (s *System) pickHandTo(m *persistence.NewMessage) *activation {
 		return nil
 	}
 	m.HandTo, m.HandOwner = a.id, s.cfg.NodeID
+	a.hand.expect(m.ID)
 	return a
 }
 
@@ -124,7 +167,7 @@ func (s *System) pickHandTo(m *persistence.NewMessage) *activation {
 // no longer the instance's live activation (it stopped meanwhile), the
 // one that is, if any, is told to read its mailbox, where they wait, and
 // an instance with none is started, as any mail starts it.
-func (s *System) handed(a *activation, res persistence.StepResult, err error) {
+func (s *System) handed(a *activation, id string, res persistence.StepResult, err error) {
 	var mine []persistence.Message
 	for _, m := range res.Handed {
 		if m.Target == a.id {
@@ -133,24 +176,21 @@ func (s *System) handed(a *activation, res persistence.StepResult, err error) {
 	}
 	s.mu.Lock()
 	cur := s.acts[a.id]
+	a.hand.put(id, mine, err != nil && cur == a)
 	if cur == a {
-		if len(mine) > 0 || err != nil {
-			a.hand.put(mine, err != nil)
-		}
 		s.signalLocked(a, sigHand)
 		s.mu.Unlock()
 		return
 	}
 	if cur != nil && (len(mine) > 0 || err != nil) {
-		cur.hand.put(nil, true)
+		cur.hand.put("", nil, true)
 	}
 	s.mu.Unlock()
 	s.wake(a.id)
 }
 
 // takeHanded takes, for one of recv, a message a publish handed to this
-// activation, committing the take at once; it reports whether it took
-// one. Handed messages after the one it took wait for the next receive;
+// activation; it reports whether it took one. Handed messages after the one it took wait for the next receive;
 // those no receive waiting takes stay in its mailbox, where its next
 // reads find them.
 func (a *activation) takeHanded(recv []*command) bool {
@@ -167,13 +207,11 @@ func (a *activation) takeHanded(recv []*command) bool {
 			a.fetch.leftover = true
 			continue
 		}
-		// As a queued message: the take commits now, and only if the
-		// message is still in the mailbox.
-		m.Target = ""
-		if a.consume(c, m, nil) {
-			a.hand.keep(msgs[i+1:])
-			return true
-		}
+		// The instance's own, as a message sent to it: the take commits
+		// with its next step (see deferTakes).
+		a.consume(c, m, nil)
+		a.hand.keep(msgs[i+1:])
+		return true
 	}
 	return false
 }

@@ -262,6 +262,44 @@ func (a *activation) await(done func() bool, recv []*command) error {
 	}
 }
 
+// deferTakesFor is how long a parked instance may leave the messages it
+// took uncommitted, waiting for more to commit with them.
+const deferTakesFor = 50 * time.Millisecond
+
+// deferTakes reports whether a park may leave the pending step uncommitted
+// for now (and notes since when): it holds nothing but the takes of
+// messages that are this instance's already (sent to it, handed to it or
+// moved into its mailbox by a claim), with what it waits for, while the
+// activation holds its lease and runs nothing. A consumer that parks after
+// each message would otherwise commit once per message; this way one
+// commit records what it took within deferTakesFor, at most
+// flushFetchedAt messages, and before it does anything else (a send, an
+// activity, a timer, its end) or leaves the node. Nothing outside the
+// instance sees a take before it commits: a crash meanwhile makes the next
+// activation take the same messages again, from its mailbox, in the same
+// order. A take that claims a message from a channel's queue is committed
+// at once, since another consumer may claim it first.
+func (a *activation) deferTakes() bool {
+	p := &a.pending
+	evs := a.j.Pending()
+	if len(evs) == 0 || !a.leased.Load() || a.inflight > 0 || a.memoryBackoff() || len(a.consumed) >= flushFetchedAt ||
+		p.Status != "" || len(p.Claim) > 0 || len(p.Send) > 0 || len(p.Subscribe) > 0 || len(p.Unsubscribe) > 0 ||
+		len(p.AddTimers) > 0 || len(p.CancelTimers) > 0 || len(p.FireTimers) > 0 || len(p.Emit) > 0 ||
+		p.ReleaseLease || p.ResetHistory || p.Reopen || p.IncRestarts {
+		return false
+	}
+	for _, e := range evs {
+		if e.Kind != EventReceived {
+			return false
+		}
+	}
+	now := time.Now()
+	if a.deferredAt.IsZero() {
+		a.deferredAt = now
+	}
+	return now.Before(a.deferredAt.Add(deferTakesFor))
+}
+
 // markParked makes the step a park commits say "waiting" when the
 // instance waits for nothing but durable events (a message, a timer, a
 // child's end: no activity attempt runs, no back-off sleeps in memory), so
@@ -364,7 +402,27 @@ func (a *activation) dropPendingTimer(id string) bool {
 func (a *activation) park(recv []*command) bool {
 	a.markParked()
 	a.noteWaits(recv)
-	a.flush()
+	// own: the goroutine still counts as work (see below) because what it
+	// took is not committed yet.
+	var flushDue <-chan time.Time
+	own := a.deferTakes()
+	if own {
+		t := time.NewTimer(time.Until(a.deferredAt.Add(deferTakesFor)))
+		defer t.Stop()
+		flushDue = t.C
+	} else {
+		a.flush()
+	}
+	// settle commits what a park deferred, before the activation leaves
+	// (passivation, hand-over, stop) or once it has waited long enough.
+	settle := func() {
+		if own {
+			a.flush()
+			own = false
+			flushDue = nil
+			a.busy(-1)
+		}
+	}
 	a.releaseSlot()
 	var due <-chan struct{}
 	if t := a.nextDue(recv); !t.IsZero() {
@@ -383,23 +441,34 @@ func (a *activation) park(recv []*command) bool {
 		handover = make(chan struct{})
 		close(handover)
 	}
-	// Parked: the goroutine no longer counts as work (see System.Idle). A
-	// wake, an outcome or a due time carries a count of its own, which the
-	// goroutine takes over (held); anything else counts it again.
-	a.busy(-1)
+	// Parked: the goroutine no longer counts as work (see System.Idle),
+	// unless it still has takes to commit (own). A wake, an outcome or a
+	// due time carries a count of its own, which the goroutine takes over
+	// (held); anything else counts it again.
+	if !own {
+		a.busy(-1)
+	}
 	held := false
 	defer func() {
-		if !held {
+		switch {
+		case !held && !own:
 			a.busy(1)
+		case held && own:
+			a.busy(-1)
 		}
 	}()
 	for {
 		select {
+		case <-flushDue:
+			settle()
 		case <-a.wakeCh:
 			held = true
 			a.preMail = nil // mail may have come since the load
 			return true
 		case q := <-a.queries:
+			// A query sees what is committed: what another node
+			// replaying the history would see too.
+			settle()
 			a.answerQuery(q)
 		case o := <-a.inbox:
 			held = true
@@ -411,8 +480,10 @@ func (a *activation) park(recv []*command) bool {
 		case <-cancel:
 			return false
 		case <-a.stopCh:
+			settle()
 			panic(stopPanic{reason: "stopping"})
 		case <-idle.C:
+			settle()
 			a.busy(1)
 			held = true
 			if a.inflight == 0 && !a.memoryBackoff() && a.passivate() {
@@ -425,6 +496,7 @@ func (a *activation) park(recv []*command) bool {
 			// Work in flight finishes here first; its outcome parks again
 			// and the hand-over is looked at then.
 			handover = nil
+			settle()
 			a.busy(1)
 			held = true
 			if a.inflight == 0 && !a.memoryBackoff() && a.passivate() {
@@ -580,6 +652,7 @@ func (a *activation) committed(step persistence.Step, res persistence.StepResult
 		a.waits = step.Waits
 	}
 	a.pending = persistence.Step{}
+	a.deferredAt = time.Time{}
 	a.j.Committed()
 	clear(a.consumed)
 	if len(step.Unsubscribe) > 0 || step.Status.Terminal() && len(a.prefetch) > 0 {

@@ -185,6 +185,10 @@ func (a *activation) readMail(recv []*command, done func(backlog bool), pre *pre
 			}
 		}
 		msgs := a.sys.claims.Unclaimed(a, all)
+		if !a.hand.empty() {
+			// Handed to this activation: taken from its slot alone.
+			msgs = slices.DeleteFunc(slices.Clone(msgs), a.hand.handing)
+		}
 		for _, c := range recv {
 			if c.Done() {
 				continue
