@@ -425,12 +425,7 @@ func (s *System) add(ctx context.Context, m persistence.NewMessage) (Sent, error
 		return Sent{}, err
 	}
 	defer s.leave()
-	n := s.publishing.Add(1)
-	defer s.publishing.Add(-1)
-	var to *activation
-	if n == 1 {
-		to = s.pickHandTo(&m)
-	}
+	to := s.pickHandTo(&m)
 	step := persistence.Step{Send: []persistence.NewMessage{m}}
 	res, err := s.store.Apply(ctx, step)
 	wakes := res

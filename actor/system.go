@@ -204,8 +204,6 @@ type System struct {
 	competing *compete.Router[*activation]
 	// fetchers claim queued messages for the consumers waiting here (fetch.go).
 	fetchers fetchers
-	// publishing counts the single publishes under way (hand.go).
-	publishing atomic.Int64
 	// claims holds the queued messages local consumers are claiming, so
 	// that they do not all race for the same rows.
 	claims mailbox.Claims[*activation]
