@@ -465,3 +465,60 @@ func TestHandOffKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestOverlappingPublishesHandOff: publishes under way at the same moment
+// each hand their message to an idle consumer of their own (not only a
+// publish alone on its node), and every message is consumed once.
+func TestOverlappingPublishesHandOff(t *testing.T) {
+	t.Parallel()
+	const publishers = 4
+	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	in := &testutil.InterceptStore{Store: base}
+	var arrived, named atomic.Int64
+	together := make(chan struct{})
+	in.BeforeApply = func(_ context.Context, step persistence.Step) {
+		if len(step.Send) != 1 || step.Send[0].Channel != "jobs" {
+			return
+		}
+		if step.Send[0].HandTo != "" {
+			named.Add(1)
+		}
+		// Hold each publish until all are under way.
+		if arrived.Add(1) == publishers {
+			close(together)
+		}
+		<-together
+	}
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, 2*time.Minute)
+	pids := spawnConsumers(t, ctx, sys, 2*publishers)
+	waitIdle(t, sys, pids)
+	ids := make(chan string, publishers)
+	var wg sync.WaitGroup
+	for i := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent, err := sys.Deliver(ctx, actor.Outgoing{Channel: "jobs", Message: i})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if sent.Listeners != 1 || sent.Queued {
+				t.Errorf("message %d: %+v, want it handed to one consumer", i, sent)
+			}
+			ids <- sent.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	if n := named.Load(); n != publishers {
+		t.Fatalf("%d of %d overlapping publishes named a consumer", n, publishers)
+	}
+	want := map[string]bool{}
+	for id := range ids {
+		want[id] = true
+	}
+	consumedOnce(t, sys, pids, want)
+}
