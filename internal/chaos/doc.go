@@ -20,7 +20,8 @@
 //   - queue: -consumers consumer instances on one competing channel; each
 //     receives on that channel in a loop (the receive a node's fetcher
 //     serves: no other filter, no prefetch) and records every message with
-//     an activity that logs the message ID. The command publishes
+//     an activity that logs the message ID, two messages at a time (so that
+//     kills also land while a take waits uncommitted). The command publishes
 //     -workflows messages with System.Publish from a node of its own that
 //     runs no workflows; once the channel has drained, it publishes one
 //     stop per consumer on it, and each consumer ends on the first stop it

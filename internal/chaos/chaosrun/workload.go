@@ -111,7 +111,8 @@ func work(ctx context.Context, key string) error {
 //   - consumer: subscribes to a competing channel and records every message
 //     it receives there with a "record" activity (which logs the message ID
 //     and returns it, so the history itself says which message each record
-//     recorded), until it receives a job with Stop;
+//     recorded), two messages at a time, until it receives a job with Stop
+//     (then it records what it holds);
 //   - tx: one "count" transactional activity incrementing a counter row.
 func workflows(effects *effectLog, run string) (*actor.WorkflowDef[int, int], *actor.WorkflowDef[string, int], *actor.WorkflowDef[int, int]) {
 	step := actor.Activity(stepName, func(ctx context.Context, n int) (int, error) {
@@ -137,6 +138,19 @@ func workflows(effects *effectLog, run string) (*actor.WorkflowDef[int, int], *a
 		if err := ctx.Subscribe(channel, mailbox.Competing); err != nil {
 			return 0, err
 		}
+		// Messages are recorded two at a time: the first one's take waits
+		// uncommitted (a park's deferred step) until the second comes, so
+		// that kills also land on takes not yet committed.
+		var held []string
+		recordHeld := func() error {
+			for _, id := range held {
+				if _, err := record.Run(ctx, id); err != nil {
+					return err
+				}
+			}
+			held = held[:0]
+			return nil
+		}
 		for n := 0; ; n++ {
 			// On the channel alone, with no other filter: the receive a
 			// node's fetcher serves (the stop comes on the channel too).
@@ -145,10 +159,12 @@ func workflows(effects *effectLog, run string) (*actor.WorkflowDef[int, int], *a
 				return n, err
 			}
 			if m.Value.Stop {
-				return n, nil
+				return n, recordHeld()
 			}
-			if _, err := record.Run(ctx, m.ID); err != nil {
-				return n, err
+			if held = append(held, m.ID); len(held) == 2 {
+				if err := recordHeld(); err != nil {
+					return n, err
+				}
 			}
 		}
 	})
