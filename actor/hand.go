@@ -186,9 +186,9 @@ func (s *System) handed(a *activation, id string, res persistence.StepResult, er
 }
 
 // takeHanded takes, for one of recv, a message a publish handed to this
-// activation; it reports whether it took one. Handed messages after the one it took wait for the next receive;
-// those no receive waiting takes stay in its mailbox, where its next
-// reads find them.
+// activation; it reports whether it took one. Handed messages after the
+// one it took wait for the next receive; those no receive waiting takes
+// stay in its mailbox, where its next reads find them.
 func (a *activation) takeHanded(recv []*command) bool {
 	msgs, lost := a.hand.take()
 	if lost {
