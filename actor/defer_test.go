@@ -18,18 +18,23 @@ type takesPerStep struct {
 	steps, takes atomic.Int64
 }
 
+// takesIn is how many messages step records taken.
+func takesIn(step persistence.Step) int {
+	n := 0
+	for _, e := range step.History {
+		if e.Kind == actor.EventReceived {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *takesPerStep) watch(in *testutil.InterceptStore) {
 	in.AfterApply = func(step persistence.Step, _ persistence.StepResult, err error) {
 		if err != nil || step.Instance != c.id {
 			return
 		}
-		n := 0
-		for _, e := range step.History {
-			if e.Kind == actor.EventReceived {
-				n++
-			}
-		}
-		if n > 0 {
+		if n := takesIn(step); n > 0 {
 			c.steps.Add(1)
 			c.takes.Add(int64(n))
 		}

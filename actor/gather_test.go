@@ -95,15 +95,9 @@ func TestFetchedTakesCommitInSteps(t *testing.T) {
 				if err != nil {
 					return
 				}
-				took := 0
-				for _, e := range step.History {
-					if e.Kind == actor.EventReceived {
-						took++
-					}
-				}
 				mu.Lock()
 				defer mu.Unlock()
-				most = max(most, took)
+				most = max(most, takesIn(step))
 			}
 			sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
