@@ -80,6 +80,15 @@ type channelFetch struct {
 	missed   bool
 }
 
+// gatheredIn ends the gather under way once the asks it waits for are in;
+// fetchers.mu is held.
+func (cf *channelFetch) gatheredIn() {
+	if cf.gathered != nil && len(cf.pending) >= cf.expect {
+		close(cf.gathered)
+		cf.gathered = nil
+	}
+}
+
 type fetchReq struct {
 	id    string
 	types []string
@@ -139,10 +148,7 @@ func (s *System) fetchQueued(ch, id string, types []string) fetchReply {
 		f.by[ch] = cf
 	}
 	cf.pending = append(cf.pending, req)
-	if cf.gathered != nil && len(cf.pending) >= cf.expect {
-		close(cf.gathered)
-		cf.gathered = nil
-	}
+	cf.gatheredIn()
 	lead := !cf.running && !s.waitReads(cf)
 	for {
 		if !lead {
@@ -245,10 +251,7 @@ func (s *System) fetchAway(ch string) {
 		return
 	}
 	cf.expect--
-	if cf.gathered != nil && len(cf.pending) >= cf.expect {
-		close(cf.gathered)
-		cf.gathered = nil
-	}
+	cf.gatheredIn()
 }
 
 // waitReads reports whether the asks on cf must wait for the reads under
