@@ -3,6 +3,7 @@ package actor
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // IsStopping reports whether Stop has begun, so that tests can fire events
@@ -100,3 +101,13 @@ func (s *System) FetchWaiting(ch string) int {
 // FlushFetchedAt is how many messages a consumer fed by claims takes
 // before it commits them.
 const FlushFetchedAt = flushFetchedAt
+
+// GatherFor makes every gather of the node's fetchers wait up to d for
+// the consumers it expects, whatever the last claim took, so that a test
+// of how claims batch does not depend on the machine's speed. Call it
+// before the consumers start.
+func (s *System) GatherFor(d time.Duration) {
+	s.fetchers.mu.Lock()
+	s.fetchers.waitFor = d
+	s.fetchers.mu.Unlock()
+}

@@ -59,6 +59,8 @@ type fetchers struct {
 	by map[string]*channelFetch
 	// reads: claim only on a backlog (the store has a single writer).
 	reads bool
+	// waitFor, if set, replaces a gather's bound (tests).
+	waitFor time.Duration
 }
 
 // channelFetch is one channel's fetcher; guarded by fetchers.mu.
@@ -226,7 +228,11 @@ func (s *System) gather(cf *channelFetch) {
 	cf.gathered = g
 	s.fetchers.mu.Unlock()
 	s.inGather()
-	t := time.NewTimer(min(cf.took, maxGather))
+	wait := min(cf.took, maxGather)
+	if s.fetchers.waitFor > 0 {
+		wait = s.fetchers.waitFor
+	}
+	t := time.NewTimer(wait)
 	select {
 	case <-g:
 	case <-t.C:

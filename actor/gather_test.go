@@ -55,6 +55,10 @@ func TestFetchClaimsGatherConsumers(t *testing.T) {
 			}
 			sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 				PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+			// Under load (a race build, a busy CI machine) the consumers
+			// may come back more slowly than a claim takes: the bound
+			// is the test's, so that it checks the batching alone.
+			sys.GatherFor(time.Second)
 			pids := spawnConsumers(t, testutil.Ctx(t, time.Minute), sys, consumers)
 			ids := publishJobs(t, sys, n)
 			consumedOnce(t, sys, pids, ids)
@@ -63,17 +67,19 @@ func TestFetchClaimsGatherConsumers(t *testing.T) {
 			if claims == 0 {
 				t.Fatal("no claim under a backlog")
 			}
-			// Gathered, most claims serve all 8: 7.3 to 8 consumers per
-			// claim in 10 runs; not gathered, 4.3 to 4.5. On SQLite the
-			// fetcher claims only under a backlog and its consumers park
-			// between claims, woken one by one, so the figure varies from
-			// run to run (1.9 to 2.9 without gathering, 3.6 to 8 with):
-			// there the test checks the consumption alone.
+			// Gathered, most claims serve all 8: 7.7 to 8 consumers per
+			// claim in 8 runs; 5.6 to 8 in a race build beside two busy
+			// loops on 2 cores. Not gathered: 4.3 to 4.7, and 3.2 to 4.7
+			// under that load. On SQLite the fetcher claims only under a
+			// backlog and its consumers park between claims, woken one by
+			// one, so the figure varies from run to run (1.9 to 2.9
+			// without gathering, 3.6 to 8 with): there the test checks
+			// the consumption alone.
 			if store.name != "postgres" {
 				return
 			}
-			if per := float64(moved) / float64(claims); per < 6 {
-				t.Fatalf("%d claims under a backlog moved %d messages, %.1f consumers per claim; want at least 6 of %d", claims, moved, per, consumers)
+			if per := float64(moved) / float64(claims); per < 5.2 {
+				t.Fatalf("%d claims under a backlog moved %d messages, %.1f consumers per claim; want at least 5.2 of %d", claims, moved, per, consumers)
 			}
 		})
 	}
