@@ -101,5 +101,6 @@
 //
 // Statements are prepared by name on every pooled connection and batches are
 // pipelined, so the driver needs a direct connection or a session-mode
-// pooler, not a transaction-mode one.
+// pooler, not a transaction-mode one. The group-commit transactions use
+// each statement's generic plan, planned once per connection.
 package postgres

@@ -2,8 +2,11 @@ package postgres_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/postgres"
 )
 
@@ -59,5 +62,36 @@ func (n *planNode) walk(f func(*planNode)) {
 	f(n)
 	for i := range n.Plans {
 		n.Plans[i].walk(f)
+	}
+}
+
+// A step's statements are planned once per connection, not at every call:
+// left to choose, the server re-plans a publish at each call once a
+// channel holds most subscriptions, and the planning cost more than the
+// publish. Every pool connection reports its prepared statements' plans.
+func TestStepsUseGenericPlans(t *testing.T) {
+	st := openURL(t, testutil.PostgresURL(t), postgres.Options{Writers: 1})
+	create(t, st, "p")
+	for i := range 12 {
+		if _, err := st.Apply(bg, persistence.Step{Instance: "p", Epoch: 1,
+			History: []persistence.Event{{Seq: int64(i + 1), Kind: "sent"}},
+			Send:    []persistence.NewMessage{{ID: fmt.Sprint("m", i), Channel: "c", Payload: []byte("1")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conns := st.Pool().AcquireAllIdle(bg)
+	var custom, generic int64
+	for _, c := range conns {
+		var cu, ge int64
+		err := c.QueryRow(bg, `SELECT COALESCE(SUM(custom_plans), 0)::bigint, COALESCE(SUM(generic_plans), 0)::bigint
+			FROM pg_prepared_statements WHERE name = 'norn_publish'`).Scan(&cu, &ge)
+		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		custom, generic = custom+cu, generic+ge
+	}
+	if custom != 0 || generic < 12 {
+		t.Fatalf("publishes planned %d times for their values and %d times generically; want 0 and at least 12", custom, generic)
 	}
 }

@@ -56,6 +56,7 @@ const (
 	sqlFnRollbackTo = "norn_fn_rollback_to"
 	sqlFnLockWait   = "norn_fn_lock_wait"
 	sqlStepLockWait = "norn_step_lock_wait"
+	sqlGenericPlans = "norn_generic_plans"
 
 	sqlInsertInstance = "norn_insert_instance"
 	sqlUpdateInstance = "norn_update_instance"
@@ -243,6 +244,16 @@ var statements = map[string]string{
 	// txRun); steps wait as long as they must.
 	sqlFnLockWait:   `SET LOCAL lock_timeout = '100ms'`,
 	sqlStepLockWait: `SET LOCAL lock_timeout = 0`,
+	// A write transaction plans its statements once per connection. Left to
+	// choose, the server re-plans a statement at every call when its
+	// generic plan looks costlier than a plan for the values at hand, as a
+	// publish does once a channel holds most subscriptions (the generic
+	// estimate assumes it may copy the message to all of them): planning
+	// the publish then cost 330 µs at each call, more than running it, and
+	// every end publishes its Down. The write statements key on one
+	// instance, message or channel and are checked to stay bounded under
+	// generic plans (see publishplan_test.go and queueplan_test.go).
+	sqlGenericPlans: `SET LOCAL plan_cache_mode = force_generic_plan`,
 
 	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
 	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log, $11 lease

@@ -424,9 +424,10 @@ func mayFail(st *persistence.Step) bool {
 // ctl is a transaction control statement.
 func ctl(name string) op { return op{label: name, name: name} }
 
-// beginOps starts a transaction for batch: BEGIN, then its advisory locks.
+// beginOps starts a transaction for batch: BEGIN, generic plans (see
+// sqlGenericPlans), then its advisory locks.
 func (s *Store) beginOps(batch []*writeReq) []op {
-	pre := []op{ctl(sqlBegin)}
+	pre := []op{ctl(sqlBegin), ctl(sqlGenericPlans)}
 	if l, ok := batchLocks(s, batch); ok {
 		pre = append(pre, l)
 	}
