@@ -10,7 +10,9 @@ import (
 // InstanceInfo is what Inspect reports.
 type InstanceInfo struct {
 	Instance
-	History       []HistoryEvent
+	History []HistoryEvent
+	// MailboxDepth counts the messages waiting for the instance (its
+	// channels' queues included, for a competing consumer), up to 1,000.
 	MailboxDepth  int
 	Subscriptions []Subscription
 	// Active reports an activation of the instance on this node.
@@ -47,31 +49,19 @@ func (s *System) historyEvent(e persistence.Event) HistoryEvent {
 	return h
 }
 
-// Inspect reads an instance's state, history and mailbox.
+// Inspect reads an instance's state, history, subscriptions and mailbox depth,
+// all as of one moment.
 func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
 	id := string(pid)
-	inst, err := s.store.Instance(ctx, id)
+	snap, err := s.store.Snapshot(ctx, id)
 	if err != nil {
 		return InstanceInfo{}, err
 	}
-	info := InstanceInfo{Instance: s.instance(inst)}
-	hist, err := s.store.History(ctx, id, 0)
-	if err != nil {
-		return info, err
-	}
-	for _, e := range hist {
+	info := InstanceInfo{Instance: s.instance(snap.Instance), MailboxDepth: snap.MailboxDepth}
+	for _, e := range snap.History {
 		info.History = append(info.History, s.historyEvent(e))
 	}
-	msgs, err := s.store.Mailbox(ctx, id, 0)
-	if err != nil {
-		return info, err
-	}
-	info.MailboxDepth = len(msgs)
-	subs, err := s.store.Subscriptions(ctx, id)
-	if err != nil {
-		return info, err
-	}
-	for _, sub := range subs {
+	for _, sub := range snap.Subscriptions {
 		info.Subscriptions = append(info.Subscriptions, Subscription{Channel: sub.Channel, Mode: sub.Mode})
 	}
 	s.mu.Lock()

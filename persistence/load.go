@@ -23,3 +23,20 @@ type Loaded struct {
 	History  []Event
 	Mailbox  []Message
 }
+
+// Snapshot is what Store.Snapshot reads: an instance whole, as of one
+// moment.
+type Snapshot struct {
+	Instance Instance
+	// History is the current run's, in order.
+	History []Event
+	// Subscriptions are ordered by channel.
+	Subscriptions []Subscription
+	// MailboxDepth counts the messages Mailbox would return, up to
+	// MaxMailboxDepth: a competing consumer's mailbox includes its
+	// channels' queues, which may be long.
+	MailboxDepth int
+}
+
+// MaxMailboxDepth is the most Snapshot counts of a mailbox.
+const MaxMailboxDepth = 1000

@@ -427,6 +427,11 @@ type Store interface {
 
 	// Instance reads one instance.
 	Instance(ctx context.Context, id string) (Instance, error)
+	// Snapshot reads instance id with its current run's history, its
+	// subscriptions and the depth of its mailbox, all as of one moment
+	// (a read-only transaction), so that they agree with one another. An
+	// unknown ID fails with ErrNotFound.
+	Snapshot(ctx context.Context, id string) (Snapshot, error)
 	// History reads an instance's current-run history from seq on.
 	History(ctx context.Context, id string, fromSeq int64) ([]Event, error)
 	// List reads instances ordered by ID.

@@ -82,24 +82,13 @@ func (s *Store) loader() {
 // trip, setting each one's outcome (an instance not found fails its load
 // alone); the error is the batch's.
 func (s *Store) loadBatch(ctx context.Context, batch []*loadReq) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	b := &pgx.Batch{}
-	b.Queue(sqlBeginSnapshot)
-	for _, r := range batch {
-		b.Queue(sqlInstance, r.id)
-		b.Queue(sqlHistoryFirst, r.id, int64(r.historyLimit))
-		b.Queue(sqlMailbox, r.id, int64(r.mailboxLimit))
-	}
-	b.Queue(sqlCommit)
-	br := conn.SendBatch(ctx, b)
-	err = func() error {
-		if _, err := br.Exec(); err != nil {
-			return err
+	return s.readTx(ctx, func(b *pgx.Batch) {
+		for _, r := range batch {
+			b.Queue(sqlInstance, r.id)
+			b.Queue(sqlHistoryFirst, r.id, int64(r.historyLimit))
+			b.Queue(sqlMailbox, r.id, int64(r.mailboxLimit))
 		}
+	}, func(br pgx.BatchResults) error {
 		for _, r := range batch {
 			in, err := scanInstance(br.QueryRow())
 			switch {
@@ -121,14 +110,6 @@ func (s *Store) loadBatch(ctx context.Context, batch []*loadReq) error {
 				r.out = persistence.Loaded{}
 			}
 		}
-		_, err := br.Exec()
-		return err
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-		_, _ = conn.Exec(context.Background(), sqlRollback)
-	}
-	return err
+		return nil
+	})
 }

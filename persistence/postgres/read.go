@@ -29,6 +29,78 @@ func (s *Store) Instance(ctx context.Context, id string) (persistence.Instance, 
 	return in, nil
 }
 
+// Snapshot reads an instance, its current run's history, its subscriptions
+// and its mailbox depth in one round trip, in a read-only REPEATABLE READ
+// transaction, so that the four agree with one another.
+func (s *Store) Snapshot(ctx context.Context, id string) (persistence.Snapshot, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return persistence.Snapshot{}, err
+	}
+	var out persistence.Snapshot
+	err := s.readTx(ctx, func(b *pgx.Batch) {
+		b.Queue(sqlInstance, id)
+		b.Queue(sqlHistory, id, int64(0))
+		b.Queue(sqlSubscriptions, id)
+		b.Queue(sqlMailboxDepth, id, int64(persistence.MaxMailboxDepth))
+	}, func(br pgx.BatchResults) error {
+		var err error
+		if out.Instance, err = scanInstance(br.QueryRow()); err != nil {
+			return err
+		}
+		rows, _ := br.Query()
+		if out.History, err = pgx.CollectRows(rows, scanEvent); err != nil {
+			return err
+		}
+		rows, _ = br.Query()
+		if out.Subscriptions, err = pgx.CollectRows(rows, scanSubscription(id)); err != nil {
+			return err
+		}
+		var depth int64
+		err = br.QueryRow().Scan(&depth)
+		out.MailboxDepth = int(depth)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return persistence.Snapshot{}, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+	}
+	if err != nil {
+		return persistence.Snapshot{}, fmt.Errorf("postgres: read instance %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// readTx runs the statements queue adds in one read-only REPEATABLE READ
+// transaction and one round trip; read takes their results in order.
+func (s *Store) readTx(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(sqlBeginSnapshot)
+	queue(b)
+	b.Queue(sqlCommit)
+	br := conn.SendBatch(ctx, b)
+	err = func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := read(br); err != nil {
+			return err
+		}
+		_, err := br.Exec()
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = conn.Exec(context.Background(), sqlRollback)
+	}
+	return err
+}
+
 // History reads an instance's history from seq on.
 func (s *Store) History(ctx context.Context, id string, fromSeq int64) ([]persistence.Event, error) {
 	if err := persistence.ValidateID("id", id); err != nil {
@@ -157,17 +229,22 @@ func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Sub
 		return nil, err
 	}
 	rows, _ := s.pool.Query(ctx, sqlSubscriptions, id)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Subscription, error) {
+	out, err := pgx.CollectRows(rows, scanSubscription(id))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read subscriptions %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// scanSubscription reads one row of sqlSubscriptions, instance id's.
+func scanSubscription(id string) pgx.RowToFunc[persistence.Subscription] {
+	return func(row pgx.CollectableRow) (persistence.Subscription, error) {
 		sub := persistence.Subscription{Instance: id}
 		var mode string
 		err := row.Scan(&sub.Channel, &mode)
 		sub.Mode = persistence.Mode(mode)
 		return sub, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: read subscriptions %s: %w", id, err)
 	}
-	return out, nil
 }
 
 // ChannelStats summarises channels.

@@ -114,6 +114,7 @@ const (
 	sqlRunnable      = "norn_runnable"
 	sqlRunnableIn    = "norn_runnable_in"
 	sqlMailbox       = "norn_mailbox"
+	sqlMailboxDepth  = "norn_mailbox_depth"
 	sqlSubscriptions = "norn_subscriptions"
 	sqlChannelStats  = "norn_channel_stats"
 	sqlDueTimers     = "norn_due_timers"
@@ -227,6 +228,21 @@ var maxQueuedSubs = strconv.Itoa(persistence.MaxQueuedSubscribers)
 const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast')
 				AND NOT (NOT EXISTS (SELECT 1 FROM m) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))
 				AND (SELECT ok FROM chk)`
+
+// mailboxSQL reads an instance's mailbox: $1 instance, $2 limit. Each
+// queue the instance consumes is read by its own index range (LATERAL): a
+// join ordered across them would sort the whole queue. The range reads the
+// queue's index, as in claimQueueSQL.
+const mailboxSQL = `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
+			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
+				ORDER BY seq LIMIT $2::bigint)
+			UNION ALL
+			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.type, m.payload, m.metadata, m.published_at
+				FROM subscriptions s CROSS JOIN LATERAL (
+					SELECT * FROM messages q WHERE q.channel >= s.channel AND q.channel <= s.channel AND q.target IS NULL
+						ORDER BY q.channel, q.seq LIMIT $2::bigint) m
+				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
+		) x ORDER BY seq LIMIT $2::bigint`
 
 var statements = map[string]string{
 	sqlClaimQueue: claimQueueSQL,
@@ -605,19 +621,9 @@ var statements = map[string]string{
 	sqlRunnable: runnableSQL(""),
 	// $1 limit, $2 buckets.
 	sqlRunnableIn: runnableSQL(" AND i.bucket = ANY($2::integer[])"),
-	// Each queue the instance consumes is read by its own index range
-	// (LATERAL): a join ordered across them would sort the whole queue.
-	// The range reads the queue's index, as in claimQueueSQL.
-	sqlMailbox: `SELECT seq, msg_id, channel, COALESCE(target, ''), sender, type, payload, metadata, published_at FROM (
-			(SELECT seq, msg_id, channel, target, sender, type, payload, metadata, published_at FROM messages WHERE target = $1::text
-				ORDER BY seq LIMIT $2::bigint)
-			UNION ALL
-			(SELECT m.seq, m.msg_id, m.channel, m.target, m.sender, m.type, m.payload, m.metadata, m.published_at
-				FROM subscriptions s CROSS JOIN LATERAL (
-					SELECT * FROM messages q WHERE q.channel >= s.channel AND q.channel <= s.channel AND q.target IS NULL
-						ORDER BY q.channel, q.seq LIMIT $2::bigint) m
-				WHERE s.instance_id = $1::text AND s.mode = 'competing' ORDER BY m.seq LIMIT $2::bigint)
-		) x ORDER BY seq LIMIT $2::bigint`,
+	sqlMailbox:    mailboxSQL,
+	// $1 instance, $2 limit: how many messages sqlMailbox would return.
+	sqlMailboxDepth:  `SELECT count(*)::bigint FROM (` + mailboxSQL + `) d`,
 	sqlSubscriptions: `SELECT channel, mode FROM subscriptions WHERE instance_id = $1::text ORDER BY channel`,
 	sqlChannelStats: `SELECT channel, MAX(mode), SUM(subs)::bigint, SUM(waiting)::bigint, COALESCE(MIN(oldest), 0)::bigint FROM (
 			SELECT channel, mode, COUNT(*) AS subs, 0 AS waiting, NULL::bigint AS oldest FROM subscriptions GROUP BY channel, mode

@@ -222,6 +222,22 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 	if err := persistence.ValidateID("id", id); err != nil {
 		return nil, err
 	}
+	return s.mailbox(ctx, poolReader{s.r}, id, limit)
+}
+
+// reader runs reads on the read pool or in one of its transactions:
+// statements prepared on the pool run on the transaction's connection.
+type reader interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt
+}
+
+// poolReader is the read pool as a reader.
+type poolReader struct{ *sql.DB }
+
+func (poolReader) StmtContext(_ context.Context, stmt *sql.Stmt) *sql.Stmt { return stmt }
+
+func (s *Store) mailbox(ctx context.Context, r reader, id string, limit int) ([]persistence.Message, error) {
 	if limit <= 0 {
 		limit = 1000
 	}
@@ -231,7 +247,7 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 	// sort the whole queue to return its first rows.
 	// The common case, at most one competing channel, is one statement;
 	// its first row says when there are more, read then one branch each.
-	rows, err := s.rst.mailbox.QueryContext(ctx, id, limit)
+	rows, err := r.StmtContext(ctx, s.rst.mailbox).QueryContext(ctx, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 	}
@@ -242,7 +258,7 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 		}
 		return out, err
 	}
-	chans, err := s.competingChannels(ctx, id)
+	chans, err := s.competingChannels(ctx, r, id)
 	if err != nil {
 		return nil, err
 	}
@@ -252,13 +268,51 @@ func (s *Store) Mailbox(ctx context.Context, id string, limit int) ([]persistenc
 		q += fmt.Sprintf(mailboxQueueSQL, i+3)
 		args = append(args, ch)
 	}
-	if rows, err = s.r.QueryContext(ctx, q+mailboxTail, args...); err != nil {
+	if rows, err = r.QueryContext(ctx, q+mailboxTail, args...); err != nil {
 		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 	}
 	out, _, err = scanMailbox(rows)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read mailbox %s: %w", id, err)
 	}
+	return out, nil
+}
+
+// Snapshot reads an instance, its current run's history, its subscriptions
+// and its mailbox depth in one read transaction, so that the four agree
+// with one another.
+func (s *Store) Snapshot(ctx context.Context, id string) (persistence.Snapshot, error) {
+	if err := persistence.ValidateID("id", id); err != nil {
+		return persistence.Snapshot{}, err
+	}
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return persistence.Snapshot{}, fmt.Errorf("sqlite: read instance %s: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }() // read only: nothing to commit
+	var out persistence.Snapshot
+	out.Instance, err = scanInstance(tx.StmtContext(ctx, s.rst.instance).QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return persistence.Snapshot{}, fmt.Errorf("%w: %s", persistence.ErrNotFound, id)
+	}
+	if err != nil {
+		return persistence.Snapshot{}, fmt.Errorf("sqlite: read instance %s: %w", id, err)
+	}
+	rows, err := tx.StmtContext(ctx, s.rst.history).QueryContext(ctx, id, 0, -1)
+	if err != nil {
+		return persistence.Snapshot{}, fmt.Errorf("sqlite: read history %s: %w", id, err)
+	}
+	if out.History, err = scanEvents(rows, id); err != nil {
+		return persistence.Snapshot{}, err
+	}
+	if out.Subscriptions, err = s.subscriptions(ctx, tx, id); err != nil {
+		return persistence.Snapshot{}, err
+	}
+	mail, err := s.mailbox(ctx, tx, id, persistence.MaxMailboxDepth)
+	if err != nil {
+		return persistence.Snapshot{}, err
+	}
+	out.MailboxDepth = len(mail)
 	return out, nil
 }
 
@@ -289,8 +343,8 @@ func scanMailbox(rows *sql.Rows) (out []persistence.Message, more bool, err erro
 }
 
 // competingChannels lists the channels id consumes competitively.
-func (s *Store) competingChannels(ctx context.Context, id string) ([]string, error) {
-	rows, err := s.rst.competing.QueryContext(ctx, id)
+func (s *Store) competingChannels(ctx context.Context, r reader, id string) ([]string, error) {
+	rows, err := r.StmtContext(ctx, s.rst.competing).QueryContext(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
 	}
@@ -311,7 +365,11 @@ func (s *Store) Subscriptions(ctx context.Context, id string) ([]persistence.Sub
 	if err := persistence.ValidateID("id", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT channel, mode FROM subscriptions WHERE instance_id = ? ORDER BY channel`, id)
+	return s.subscriptions(ctx, poolReader{s.r}, id)
+}
+
+func (s *Store) subscriptions(ctx context.Context, r reader, id string) ([]persistence.Subscription, error) {
+	rows, err := r.QueryContext(ctx, `SELECT channel, mode FROM subscriptions WHERE instance_id = ? ORDER BY channel`, id)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read subscriptions %s: %w", id, err)
 	}

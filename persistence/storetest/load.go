@@ -112,3 +112,40 @@ func testLoadsTogether(t *testing.T, st persistence.Store) {
 		t.Error(err)
 	}
 }
+
+// testSnapshot: Snapshot reads the instance, its whole current run, its
+// subscriptions and its mailbox depth (a competing channel's queue
+// included) as the single reads do; an unknown ID fails with ErrNotFound,
+// a malformed one as invalid.
+func testSnapshot(t *testing.T, st persistence.Store) {
+	create(t, st, "a")
+	create(t, st, "b")
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, History: []persistence.Event{ev(1, "x"), ev(2, "y")}})
+	apply(t, st, persistence.Step{Instance: "a", Epoch: 1, Subscribe: []persistence.Subscription{
+		{Channel: "news", Mode: persistence.Broadcast}, {Channel: "jobs", Mode: persistence.Competing}}})
+	apply(t, st, persistence.Step{Send: []persistence.NewMessage{{ID: "m1", Target: "a"}, {ID: "j1", Channel: "jobs"},
+		{ID: "j2", Channel: "jobs"}, {ID: "other", Target: "b"}}})
+	got, err := st.Snapshot(ctx(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, _ := st.Instance(ctx(), "a")
+	hist, _ := st.History(ctx(), "a", 0)
+	subs, _ := st.Subscriptions(ctx(), "a")
+	if got.Instance.ID != "a" || got.Instance.HistoryLen != inst.HistoryLen || got.Instance.Status != inst.Status {
+		t.Errorf("instance %+v, want %+v", got.Instance, inst)
+	}
+	if len(got.History) != 3 || fmt.Sprint(got.History) != fmt.Sprint(hist) {
+		t.Errorf("history %v, want %v", got.History, hist)
+	}
+	if fmt.Sprint(got.Subscriptions) != fmt.Sprint(subs) || len(subs) != 2 {
+		t.Errorf("subscriptions %v, want %v", got.Subscriptions, subs)
+	}
+	if got.MailboxDepth != 3 {
+		t.Errorf("mailbox depth %d, want 3 (one sent to it, two queued on its competing channel)", got.MailboxDepth)
+	}
+	_, err = st.Snapshot(ctx(), "nobody")
+	wantErr(t, err, persistence.ErrNotFound)
+	_, err = st.Snapshot(ctx(), "a\x00b")
+	wantErr(t, err, persistence.ErrInvalidRecord)
+}

@@ -78,6 +78,7 @@ func Run(t *testing.T, open Factory) {
 		{"ClaimQueueRace", testClaimQueueRace},
 		{"HandTo", testHandTo},
 		{"Load", testLoad},
+		{"Snapshot", testSnapshot},
 		{"LoadsTogether", testLoadsTogether},
 		{"EventDigest", testDigest},
 		{"MessageType", testMessageType},
