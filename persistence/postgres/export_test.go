@@ -26,3 +26,7 @@ var QueueSQL = struct{ Claim, Mailbox string }{claimQueueSQL, statements[sqlMail
 // PublishSQL are the statements that publish on a channel: one message,
 // and the subscribers of a run of messages.
 var PublishSQL = struct{ One, RunSubs string }{statements[sqlPublish], statements[sqlPublishSubs]}
+
+// LeaseSQL are the statements that renew and release all of an owner's
+// leases.
+var LeaseSQL = struct{ Renew, Release string }{statements[sqlRenewLeases], statements[sqlReleaseLeases]}

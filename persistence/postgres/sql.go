@@ -229,6 +229,17 @@ const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast
 				AND NOT (NOT EXISTS (SELECT 1 FROM m) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))
 				AND (SELECT ok FROM chk)`
 
+// ownerLeases locks the instances whose lease $1 holds, in ID order, and
+// returns their IDs as one array, read once (an InitPlan); the update then
+// finds each by its primary key. Joining the locked rows back to the table
+// instead left the plan to the statistics, which a store whose instances
+// had all ended estimates at one lease per owner: the plan then re-ran the
+// lock for every leased instance, and renewing thousands of leases took
+// seconds while the steps of those instances waited. A row whose lease
+// moved to another owner while the lock waited is rechecked and left out.
+const ownerLeases = `(SELECT COALESCE(array_agg(id), '{}') FROM (
+			SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l)::text[]`
+
 // mailboxSQL reads an instance's mailbox: $1 instance, $2 limit. Each
 // queue the instance consumes is read by its own index range (LATERAL): a
 // join ordered across them would sort the whole queue. The range reads the
@@ -554,18 +565,16 @@ var statements = map[string]string{
 	// $1 owner, $2 TTL in nanoseconds. Leases are locked in ID order, the
 	// order in which the writer's batches lock instances, so that renewing
 	// cannot deadlock with a batch; and before the new expiry is computed.
-	sqlRenewLeases: `UPDATE instances i SET lease_expires = ` + serverNowNS + ` + $2::bigint
-		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
-		WHERE i.id = l.id AND i.lease_owner = $1::text
-		RETURNING i.id`,
+	sqlRenewLeases: `UPDATE instances SET lease_expires = ` + serverNowNS + ` + $2::bigint
+		WHERE id = ANY(` + ownerLeases + `)
+		RETURNING id`,
 	// $1 lock space, $2 the owner's hash: releasers of one owner's leases
 	// take turns (see ReleaseLeases).
 	sqlReleaseTurn: `SELECT pg_advisory_xact_lock($1::integer, $2::integer)`,
 	// A new epoch fences whoever still runs under a released lease.
-	sqlReleaseLeases: `UPDATE instances i SET lease_owner = NULL, lease_expires = 0, lease_epoch = i.lease_epoch + 1,
-			status = CASE WHEN i.status = 'waiting' THEN 'running' ELSE i.status END
-		FROM (SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l
-		WHERE i.id = l.id AND i.lease_owner = $1::text`,
+	sqlReleaseLeases: `UPDATE instances SET lease_owner = NULL, lease_expires = 0, lease_epoch = lease_epoch + 1,
+			status = CASE WHEN status = 'waiting' THEN 'running' ELSE status END
+		WHERE id = ANY(` + ownerLeases + `)`,
 	sqlCancel: `UPDATE instances SET cancel_reason = $2::text, updated_at = $3::bigint
 		WHERE id = $1::text AND cancel_reason = '' AND status NOT IN ` + terminalSQL,
 	sqlStatus: `SELECT status FROM instances WHERE id = $1::text`,
