@@ -609,10 +609,11 @@ var statements = map[string]string{
 		WHERE id = $1::text AND claimer = $2::text`,
 	sqlOutboxClaimer: `SELECT COALESCE(claimer, ''), claim_expires FROM outbox WHERE id = $1::text`,
 	// $1 owner, $2 IDs. Locked in ID order, as the claims of other
-	// relayers lock the rows they take, so that no two deadlock.
-	sqlReleaseOutbox: `UPDATE outbox o SET claimer = NULL, claim_expires = 0
-		FROM (SELECT id FROM outbox WHERE id = ANY($2::text[]) AND claimer = $1::text AND status = 'pending' ORDER BY id FOR UPDATE) l
-		WHERE o.id = l.id AND o.claimer = $1::text`,
+	// relayers lock the rows they take, so that no two deadlock; then
+	// updated by key, as ownerLeases explains.
+	sqlReleaseOutbox: `UPDATE outbox SET claimer = NULL, claim_expires = 0
+		WHERE id = ANY((SELECT COALESCE(array_agg(id), '{}') FROM (
+			SELECT id FROM outbox WHERE id = ANY($2::text[]) AND claimer = $1::text AND status = 'pending' ORDER BY id FOR UPDATE) l)::text[])`,
 	// $1 before, $2 limit. The oldest ended events, by outbox_finished.
 	// SKIP LOCKED: rows that a concurrent prune holds are left to it.
 	sqlPruneOutbox: `DELETE FROM outbox WHERE id IN (
