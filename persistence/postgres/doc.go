@@ -102,5 +102,7 @@
 // Statements are prepared by name on every pooled connection and batches are
 // pipelined, so the driver needs a direct connection or a session-mode
 // pooler, not a transaction-mode one. The group-commit transactions use
-// each statement's generic plan, planned once per connection.
+// each statement's generic plan, planned once per connection, and the
+// store analyses a table of its own that has grown far past the server's
+// statistics of it, so that those plans follow the table.
 package postgres

@@ -196,8 +196,12 @@ type Store struct {
 	closed  bool
 	writers sync.WaitGroup
 
-	closeCtx  context.Context // cancelled by Close: stops Listen calls
-	stop      context.CancelFunc
+	closeCtx context.Context // cancelled by Close: stops Listen calls
+	stop     context.CancelFunc
+	// statsCtx ends the stats keeper (see statsKeeper), first thing in
+	// Close.
+	statsCtx  context.Context
+	stopStats context.CancelFunc
 	listeners sync.WaitGroup
 
 	// clockOffset (nanoseconds) shifts the store's reading of the local
@@ -304,6 +308,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.presenceTTL.Store(int64(presenceTTL))
 	s.presenceLag.Store(int64(presenceLag))
 	s.closeCtx, s.stop = context.WithCancel(context.Background())
+	s.statsCtx, s.stopStats = context.WithCancel(context.Background())
 	go s.notifier()
 	for i := 0; i < opts.Writers; i++ {
 		s.writers.Add(1)
@@ -317,6 +322,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		s.writers.Add(1)
 		go s.loader()
 	}
+	s.writers.Add(1)
+	go s.statsKeeper()
 	return s, nil
 }
 
@@ -570,6 +577,7 @@ func (s *Store) Close() error {
 	close(s.txReqs)
 	close(s.loadReqs)
 	s.closeMu.Unlock()
+	s.stopStats()
 	s.writers.Wait()
 	s.wakeMu.Lock()
 	s.wakeClosed = true
