@@ -81,7 +81,15 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 	}
 	nodeA, loading := watchLoads(stA)
 	a := testutil.StartNode(t, cfg("a", nodeA))
-	b := testutil.StartNode(t, cfg("b", stB))
+	// b learns of the instance only through its own send below: had it
+	// heard a's wake-up (or found the mail in a recovery pass), it could
+	// take the instance before a loads it, and the race this test sets up
+	// would not happen.
+	nodeB := testutil.Notify(stB, stB)
+	nodeB.Drop(true)
+	cfgB := cfg("b", nodeB)
+	cfgB.RecoveryInterval = time.Hour
+	b := testutil.StartNode(t, cfgB)
 	ctx := testutil.Ctx(t, 30*time.Second)
 	pid, err := actor.Spawn(ctx, a, wf, 0)
 	if err != nil {
@@ -110,7 +118,11 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 	if err := a.Send(ctx, pid, 1); err != nil {
 		t.Fatal(err)
 	}
-	<-raced
+	select {
+	case <-raced:
+	case <-ctx.Done():
+		t.Fatal("node a never loaded the instance it was woken for")
+	}
 	// a replays, receives message 2 (1 is gone) and must fail to commit
 	// that: b holds the lease at a newer epoch.
 	testutil.Eventually(t, 20*time.Second, "a's activation ends", func() bool {
