@@ -82,12 +82,11 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 	nodeA, loading := watchLoads(stA)
 	a := testutil.StartNode(t, cfg("a", nodeA))
 	// b learns of the instance only through its own send below: had it
-	// heard a's wake-up (or found the mail in a recovery pass), it could
-	// take the instance before a loads it, and the race this test sets up
-	// would not happen.
-	nodeB := testutil.Notify(stB, stB)
-	nodeB.Drop(true)
-	cfgB := cfg("b", nodeB)
+	// heard a's wake-up, rescanned (as a listener does half a second after
+	// it connects) or found the mail in a recovery pass, it could take the
+	// instance before a loads it, and the race this test sets up would not
+	// happen.
+	cfgB := cfg("b", &testutil.InterceptStore{Store: stB})
 	cfgB.RecoveryInterval = time.Hour
 	b := testutil.StartNode(t, cfgB)
 	ctx := testutil.Ctx(t, 30*time.Second)
