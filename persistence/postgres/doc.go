@@ -104,5 +104,6 @@
 // pooler, not a transaction-mode one. The group-commit transactions use
 // each statement's generic plan, planned once per connection, and the
 // store analyses a table of its own that has grown far past the server's
-// statistics of it, so that those plans follow the table.
+// statistics of it, so that those plans follow the table. Its connections
+// run with jit off unless the URL sets jit (its statements are short).
 package postgres

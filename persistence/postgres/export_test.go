@@ -1,6 +1,10 @@
 package postgres
 
-import "time"
+import (
+	"time"
+
+	"github.com/nornlabs/norn/persistence"
+)
 
 // SetClockOffset makes st read the local clock d off, as a host whose clock
 // is skewed would.
@@ -30,3 +34,11 @@ var PublishSQL = struct{ One, RunSubs string }{statements[sqlPublish], statement
 // LeaseSQL are the statements that renew and release all of an owner's
 // leases.
 var LeaseSQL = struct{ Renew, Release string }{statements[sqlRenewLeases], statements[sqlReleaseLeases]}
+
+// PurgeSQL is a purge's statement for f, with its arguments.
+func PurgeSQL(f persistence.PurgeFilter) (string, []any) {
+	return purgeSQL(&f), append(purgeArgs(&f), int64(f.BatchLimit()))
+}
+
+// StatsInstancesSQL is the query of Stats' live instance counts.
+const StatsInstancesSQL = sqlStatsInstances

@@ -241,6 +241,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cc.RuntimeParams["application_name"] = "norn"
 	}
 	cc.RuntimeParams["search_path"] = opts.Schema
+	if _, set := cc.RuntimeParams["jit"]; !set {
+		// The driver's statements run for a millisecond or less, and a
+		// listing whose estimate is high (many workflows times a page of
+		// each, see querysql) would spend a hundred milliseconds
+		// compiling itself. The URL may still turn it on (jit=on).
+		cc.RuntimeParams["jit"] = "off"
+	}
 	// The driver runs its statements by the names it prepared them under
 	// (see prepare), which needs the extended protocol whatever the URL asks.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement

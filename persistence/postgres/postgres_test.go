@@ -739,11 +739,15 @@ func TestPostgresRestart(t *testing.T) {
 			}
 		}
 	}()
+	// halt stops the goroutine; deferred too, since RestartPostgres skips
+	// the test on a server it did not start.
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer halt()
 	time.Sleep(100 * time.Millisecond)
 	testutil.RestartPostgres(t)
 	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	halt()
 	if failed.Load() == 0 {
 		t.Error("no Apply failed while the server was down")
 	}

@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/querysql"
 )
 
 // purgeWhere selects the instances of a purge filter: $1 the cut-off, $2
@@ -13,8 +15,8 @@ import (
 // updated_at would make every step's update a non-HOT one), but an
 // instance ends after it was created, so those that ended before the
 // cut-off are among those created before it: the query reads them from
-// instances_status_created (or instances_workflow_status_created) and
-// checks each one's end. The status list repeats the terminal statuses so
+// instances_workflow_status_created (see purgeIDs) and checks each one's
+// end. The status list repeats the terminal statuses so
 // that a live instance is never selected, whatever $3 holds.
 func purgeWhere(f *persistence.PurgeFilter) string {
 	q := `status IN ('completed', 'failed', 'cancelled') AND status = ANY($3::text[])
@@ -38,15 +40,32 @@ func purgeWhere(f *persistence.PurgeFilter) string {
 // outgoing events go (their pending ones stay, still owed); see
 // persistence.Purger.
 func purgeSQL(f *persistence.PurgeFilter) string {
-	return `WITH v AS (
-		SELECT id FROM instances WHERE ` + purgeWhere(f) + `
-		LIMIT $5::bigint FOR UPDATE SKIP LOCKED),
+	rec, sel := purgeIDs(f, " LIMIT $5::bigint FOR UPDATE SKIP LOCKED")
+	if rec != "" {
+		sel += " LIMIT $5::bigint"
+	}
+	return `WITH ` + rec + `v AS (` + sel + `),
 	h AS (DELETE FROM history WHERE instance_id IN (SELECT id FROM v)),
 	m AS (DELETE FROM messages WHERE target IN (SELECT id FROM v)),
 	t AS (DELETE FROM timers WHERE instance_id IN (SELECT id FROM v)),
 	s AS (DELETE FROM subscriptions WHERE instance_id IN (SELECT id FROM v)),
 	o AS (DELETE FROM outbox WHERE status <> 'pending' AND instance IN (SELECT id FROM v))
 	DELETE FROM instances WHERE id IN (SELECT id FROM v)`
+}
+
+// purgeIDs selects the IDs of the instances a purge filter selects; tail
+// follows each index range read (a limit and lock, or nothing). With a
+// workflow that is its range of instances_workflow_status_created; without
+// one, the ranges of every workflow in the store (querysql.Workflows finds
+// them) and each status asked for. rec, if not empty, is the common table
+// expression sel reads, to follow WITH.
+func purgeIDs(f *persistence.PurgeFilter, tail string) (rec, sel string) {
+	if f.Workflow != "" {
+		return "", `SELECT id FROM instances WHERE ` + purgeWhere(f) + tail
+	}
+	return "RECURSIVE " + querysql.Workflows + ", ", `SELECT i.id FROM wf CROSS JOIN unnest($3::text[]) AS st(s)
+		CROSS JOIN LATERAL (SELECT id FROM instances WHERE workflow = wf.name AND status = st.s AND ` + purgeWhere(f) + tail + `) AS i
+		WHERE wf.name IS NOT NULL`
 }
 
 // purgeArgs are purgeWhere's arguments for f.
@@ -97,7 +116,11 @@ func (s *Store) CountPurgeable(ctx context.Context, f persistence.PurgeFilter) (
 		return 0, persistence.ErrStoreClosed
 	}
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM instances WHERE `+purgeWhere(&f), purgeArgs(&f)...).Scan(&n); err != nil {
+	rec, sel := purgeIDs(&f, "")
+	if rec != "" {
+		rec = "WITH " + strings.TrimSuffix(rec, ", ") + " "
+	}
+	if err := s.pool.QueryRow(ctx, rec+`SELECT count(*) FROM (`+sel+`) AS c`, purgeArgs(&f)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("postgres: count purgeable instances: %w", err)
 	}
 	return int(n), nil

@@ -14,27 +14,42 @@ import (
 // dialect is how ListInstances' statements are written for PostgreSQL.
 // The input is BYTEA: norn_input_json (migration 0007) reads it as jsonb,
 // or NULL if it is not JSON, and #>> gives a field as text (a string's
-// value, another scalar's JSON text, NULL for null). Migration 0013
-// dropped the (created_at, id) index: a plain listing reads one range of
-// instances_status_created per status.
+// value, another scalar's JSON text, NULL for null). Migrations 0013 and
+// 0016 dropped the (created_at, id) and (status, created_at, id) indexes:
+// a listing without a workflow reads instances_workflow_status_created
+// workflow by workflow.
 func dialect() querysql.Dialect {
 	return querysql.Dialect{
 		Param: func(n int) string { return "$" + strconv.Itoa(n) },
 		InputMatch: func(path, value string) string {
 			return "norn_input_json(input) #>> " + path + "::text[] = " + value + "::text"
 		},
-		PathArg:        func(path []string) any { return path },
-		Contains:       func(value string) string { return "position(" + value + "::bytea in input) > 0" },
-		NoCreatedIndex: true,
+		PathArg:          func(path []string) any { return path },
+		Contains:         func(value string) string { return "position(" + value + "::bytea in input) > 0" },
+		StatusByWorkflow: true,
 	}
 }
+
+// sqlWorkflows lists the workflows the store holds instances of.
+const sqlWorkflows = `WITH RECURSIVE ` + querysql.Workflows + ` SELECT name FROM wf WHERE name IS NOT NULL`
 
 // ListInstances reads a page of the instances q selects, newest first.
 func (s *Store) ListInstances(ctx context.Context, q persistence.InstanceQuery) ([]persistence.Instance, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	stmt, args := querysql.Instances(dialect(), instanceCols, q)
+	var workflows []string
+	if q.Workflow == "" && q.Parent == "" {
+		rows, _ := s.pool.Query(ctx, sqlWorkflows)
+		var err error
+		if workflows, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("postgres: list instances: %w", err)
+		}
+		if len(workflows) == 0 {
+			return nil, nil
+		}
+	}
+	stmt, args := querysql.Instances(dialect(), instanceCols, q, workflows...)
 	rows, _ := s.pool.Query(ctx, stmt, args...)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (persistence.Instance, error) { return scanInstance(row) })
 	if err != nil {

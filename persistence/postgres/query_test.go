@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -44,22 +45,26 @@ func TestListInstancesPlans(t *testing.T) {
 	after := &persistence.InstanceKey{CreatedAt: at, ID: "i-100000"}
 	two := []persistence.Status{persistence.StatusRunning, persistence.StatusFailed}
 	one := []persistence.Status{persistence.StatusFailed}
+	var workflows []string // the store's, as ListInstances reads them
+	for i := range 10 {
+		workflows = append(workflows, fmt.Sprintf("wf-%d", i))
+	}
 	for _, c := range []struct {
 		q     persistence.InstanceQuery
 		index string
 	}{
-		{persistence.InstanceQuery{}, querysql.IndexStatusCreated},
-		{persistence.InstanceQuery{After: after, CreatedAfter: at.Add(-time.Hour)}, querysql.IndexStatusCreated},
-		{persistence.InstanceQuery{After: after, UpdatedAfter: at.Add(-time.Hour), Input: map[string]string{"n": "1"}}, querysql.IndexStatusCreated},
-		{persistence.InstanceQuery{Statuses: one, After: after}, querysql.IndexStatusCreated},
-		{persistence.InstanceQuery{Statuses: two, After: after, CreatedBefore: at.Add(time.Hour)}, querysql.IndexStatusCreated},
+		{persistence.InstanceQuery{}, querysql.IndexWorkflowCreated},
+		{persistence.InstanceQuery{After: after, CreatedAfter: at.Add(-time.Hour)}, querysql.IndexWorkflowCreated},
+		{persistence.InstanceQuery{After: after, UpdatedAfter: at.Add(-time.Hour), Input: map[string]string{"n": "1"}}, querysql.IndexWorkflowCreated},
+		{persistence.InstanceQuery{Statuses: one, After: after}, querysql.IndexWorkflowCreated},
+		{persistence.InstanceQuery{Statuses: two, After: after, CreatedBefore: at.Add(time.Hour)}, querysql.IndexWorkflowCreated},
 		{persistence.InstanceQuery{Workflow: "wf-3", After: after}, querysql.IndexWorkflowCreated},
 		{persistence.InstanceQuery{Workflow: "wf-3", Statuses: one, After: after}, querysql.IndexWorkflowCreated},
 		{persistence.InstanceQuery{Workflow: "wf-3", Statuses: two, CreatedAfter: at, Input: map[string]string{"n": "1"}}, querysql.IndexWorkflowCreated},
 		{persistence.InstanceQuery{Parent: "p-3", After: after}, querysql.IndexParentCreated},
 		{persistence.InstanceQuery{Parent: "p-3", Workflow: "wf-3", Statuses: two}, querysql.IndexParentCreated},
 	} {
-		stmt, args := querysql.Instances(postgres.Dialect(), rowcodec.InstanceColumns, c.q)
+		stmt, args := querysql.Instances(postgres.Dialect(), rowcodec.InstanceColumns, c.q, workflows...)
 		rows, err := conn.Query(bg, "EXPLAIN "+stmt, args...)
 		if err != nil {
 			t.Fatalf("%+v: %v", c.q, err)
@@ -79,9 +84,52 @@ func TestListInstancesPlans(t *testing.T) {
 		if c.q.Parent != "" {
 			branches = 1
 		}
+		if c.q.Parent == "" && c.q.Workflow == "" {
+			branches *= len(workflows) // one range per workflow and status
+		}
 		if strings.Contains(text, "Seq Scan") || scans != branches || !uses {
 			t.Errorf("%+v: %d branches read through an index, want %d, using %s, and no sequential scan:\n%s",
 				c.q, scans, branches, c.index, text)
+		}
+	}
+
+	// The other queries by status without a workflow read the same index
+	// workflow by workflow, a range of one workflow at a time and never
+	// the table's 200,000 rows: a purge of 100 (run, then rolled back; a
+	// bitmap may read a workflow's whole range of about 9,000 ended
+	// instances) and the live counts (12,000 live instances, 400 per
+	// workflow and status).
+	purge, purgeArgs := postgres.PurgeSQL(persistence.PurgeFilter{Before: at, Limit: 100})
+	for _, c := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"purge", purge, purgeArgs},
+		{"live counts", postgres.StatsInstancesSQL, nil},
+	} {
+		tx, err := conn.Begin(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan string
+		err = tx.QueryRow(bg, "EXPLAIN (ANALYZE, FORMAT JSON) "+c.sql, c.args...).Scan(&plan)
+		_ = tx.Rollback(bg)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		read := 0
+		for _, key := range []string{`"Actual Rows": `, `"Rows Removed by Filter": `} {
+			for _, part := range strings.Split(plan, key)[1:] {
+				var n int
+				if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
+					read = max(read, n)
+				}
+			}
+		}
+		seq := regexp.MustCompile(`"Node Type": "Seq Scan",[^}]*"Relation Name": "instances"`).MatchString(plan)
+		if read > 20000 || seq || !strings.Contains(plan, querysql.IndexWorkflowCreated) {
+			t.Errorf("%s: a plan node handled %d rows; want at most 20,000, read from %s:\n%s", c.name, read, querysql.IndexWorkflowCreated, plan)
 		}
 	}
 }
@@ -214,4 +262,43 @@ func schemaConn(t *testing.T) *pgx.Conn {
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// An input filter works in a query the server would run in parallel:
+// norn_input_json opens a subtransaction to catch a bad input, which a
+// parallel query refuses, so the function must keep such queries serial.
+func TestInputFilterUnderParallelPlans(t *testing.T) {
+	conn := schemaConn(t)
+	if _, err := conn.Exec(bg, `INSERT INTO instances (id, workflow, status, input, created_at, updated_at)
+		SELECT 'i-' || g, 'wf', 'completed', CASE WHEN g % 7 = 0 THEN '\xff'::bytea ELSE convert_to('{"n":' || (g % 10) || '}', 'UTF8') END, g, g
+		FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
+		"min_parallel_index_scan_size = 0", "max_parallel_workers_per_gather = 2", "enable_indexscan = off", "enable_bitmapscan = off"} {
+		if _, err := conn.Exec(bg, "SET "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := conn.QueryRow(bg, `SELECT count(*) FROM instances WHERE norn_input_json(input) #>> '{n}' = '3'`).Scan(&n); err != nil {
+		t.Fatalf("input filter: %v", err)
+	}
+	if want := 20000/10 - 20000/70; n < want-1 || n > want+1 {
+		t.Errorf("input filter matched %d instances, want about %d", n, want)
+	}
+}
+
+// The driver's connections run without JIT compilation (unless the URL
+// turns it on): its statements are short, and compiling one would take
+// longer than running it.
+func TestConnectionsRunWithoutJIT(t *testing.T) {
+	st := openURL(t, testutil.PostgresURL(t), postgres.Options{})
+	var jit string
+	if err := st.Pool().QueryRow(bg, `SHOW jit`).Scan(&jit); err != nil {
+		t.Fatal(err)
+	}
+	if jit != "off" {
+		t.Errorf("jit = %s on the store's connections, want off", jit)
+	}
 }

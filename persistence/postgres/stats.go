@@ -7,13 +7,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/querysql"
 )
 
 var _ persistence.StatsReader = (*Store)(nil)
 
-// Stats counts the live instances by workflow and status (through the
-// partial index on live statuses, so ended instances cost nothing), the
-// pending timers and the waiting messages.
+// Stats counts the live instances by workflow and status (one range of
+// instances_workflow_status_created per workflow and live status, so ended
+// instances cost nothing), the pending timers and the waiting messages.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	var st persistence.Stats
 	counts, err := s.instanceCounts(ctx, sqlStatsInstances)
@@ -30,8 +31,10 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 }
 
 const (
-	sqlStatsInstances = `SELECT workflow, status, COUNT(*) FROM instances
-		WHERE status IN ('running', 'waiting', 'compensating') GROUP BY workflow, status ORDER BY workflow, status`
+	sqlStatsInstances = `WITH RECURSIVE ` + querysql.Workflows + `
+		SELECT wf.name, st.s, c.n FROM wf CROSS JOIN (VALUES ('compensating'), ('running'), ('waiting')) AS st(s)
+		CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM instances WHERE workflow = wf.name AND status = st.s) AS c
+		WHERE wf.name IS NOT NULL AND c.n > 0 ORDER BY wf.name, st.s`
 	sqlStatsCounts = `SELECT (SELECT COUNT(*) FROM timers),
 		(SELECT COUNT(*) FROM messages WHERE target IS NOT NULL),
 		(SELECT COUNT(*) FROM messages WHERE target IS NULL),

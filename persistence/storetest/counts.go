@@ -43,6 +43,15 @@ func testCountInstances(t *testing.T, st persistence.Store) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("CountInstances =\n%v\nwant\n%v", got, want)
 	}
+	// Stats counts the live ones alone, in the same order.
+	stats, err := st.Stats(ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []persistence.InstanceCount{want[0], want[1], want[4]}
+	if fmt.Sprint(stats.Instances) != fmt.Sprint(live) {
+		t.Fatalf("Stats().Instances =\n%v\nwant\n%v", stats.Instances, live)
+	}
 }
 
 // commitLog records what one commit observer saw.

@@ -30,10 +30,12 @@ type Dialect struct {
 	InputMatch func(path, value string) string
 	// PathArg is the argument bound to a path.
 	PathArg func(path []string) any
-	// NoCreatedIndex says the driver has no (created_at, id) index: a
-	// listing without a status or workflow then reads status by status
-	// from (status, created_at, id), as a workflow without statuses does.
-	NoCreatedIndex bool
+	// StatusByWorkflow says the driver has neither a (created_at, id) nor
+	// a (status, created_at, id) index: a listing without a workflow or
+	// parent reads one range of (workflow, status, created_at, id) per
+	// workflow in the store (the caller reads them first, see Workflows)
+	// and status (each status, without a status filter), merged.
+	StatusByWorkflow bool
 	// Contains is a condition true when the input's bytes contain those
 	// of value (a placeholder bound to them): a cheap test that spares
 	// reading as JSON the inputs that cannot match.
@@ -66,8 +68,10 @@ func (b *builder) arg(v any) string {
 }
 
 // Instances builds the statement selecting columns for q, which must be
-// valid (q.Validate).
-func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, []any) {
+// valid (q.Validate). With a dialect with StatusByWorkflow, a query
+// without workflow or parent reads the workflows given (the store's, read
+// with Workflows), which must not be empty.
+func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows ...string) (string, []any) {
 	b := &builder{d: d}
 	limit := b.arg(int64(q.PageLimit()))
 	var common []string
@@ -117,16 +121,27 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 		}
 		return s + order
 	}
-	var branches []string
-	if q.Workflow == "" && q.Parent == "" && len(statuses) == 0 && d.NoCreatedIndex {
+	byWorkflow := q.Workflow == "" && q.Parent == "" && d.StatusByWorkflow
+	if byWorkflow && len(statuses) == 0 {
 		for _, st := range persistence.Statuses() {
 			statuses = append(statuses, string(st))
 		}
 	}
-	if q.Parent != "" || len(statuses) == 1 || (q.Workflow == "" && len(statuses) == 0) {
+	var branches []string
+	if q.Parent != "" || (!byWorkflow && len(statuses) == 1) || (!byWorkflow && q.Workflow == "" && len(statuses) == 0) ||
+		(byWorkflow && len(statuses)*len(workflows) == 1) {
 		sel = "SELECT " + columns + " FROM instances" // one branch: the statement itself
 	}
 	switch {
+	case byWorkflow:
+		// One range per workflow and status, merged: each is read only
+		// as far as the page needs.
+		for _, wf := range workflows {
+			w := b.arg(wf)
+			for _, st := range statuses {
+				branches = append(branches, branch(IndexWorkflowCreated, "workflow = "+w, "status = "+b.arg(st)))
+			}
+		}
 	case q.Parent != "":
 		// A parent's children are few: the status and workflow are
 		// checked on them. The literal condition on parent lets SQLite use
@@ -174,3 +189,12 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery) (string, 
 	sb.WriteString(") AS u" + order + ") AS page ON instances.id = page.k_id ORDER BY page.k_created DESC, page.k_id DESC")
 	return sb.String(), b.args
 }
+
+// Workflows is a recursive common table expression, wf(name), of the
+// workflows the instances table holds, in order, and a last NULL: a loose
+// scan of (workflow, status, created_at, id), one index probe each, for a
+// driver with StatusByWorkflow. It follows WITH RECURSIVE (PostgreSQL).
+const Workflows = `wf(name) AS (
+		SELECT min(workflow) FROM instances
+		UNION ALL
+		SELECT (SELECT min(workflow) FROM instances WHERE workflow > wf.name) FROM wf WHERE wf.name IS NOT NULL)`
