@@ -84,7 +84,7 @@ func TestStepsUseGenericPlans(t *testing.T) {
 	// last step returns: look until the connection that ran them is idle.
 	var custom, generic int64
 	testutil.Eventually(t, 10*time.Second, "the connection that published is idle", func() bool {
-		custom, generic = publishPlans(t, st)
+		custom, generic = preparedPlans(t, st, `name = 'norn_publish'`)
 		return generic >= 12 || custom > 0
 	})
 	if custom != 0 || generic < 12 {
@@ -92,10 +92,33 @@ func TestStepsUseGenericPlans(t *testing.T) {
 	}
 }
 
-// publishPlans sums, over the pool's idle connections, how often each
-// planned its publish statement for the values at hand and how often it
-// used the generic plan.
-func publishPlans(t *testing.T, st *postgres.Store) (custom, generic int64) {
+// A listing without a workflow merges one range per workflow and status,
+// and planning those for each call's values cost more than reading the
+// page: it runs its generic plan from the first call.
+func TestListingsUseGenericPlans(t *testing.T) {
+	st := openURL(t, testutil.PostgresURL(t), postgres.Options{})
+	create(t, st, "a")
+	if _, err := st.Apply(bg, persistence.Step{Create: &persistence.Instance{ID: "b", Workflow: "other"},
+		History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []persistence.InstanceQuery{{}, {}, {Statuses: []persistence.Status{persistence.StatusRunning}}} {
+		page, err := st.ListInstances(bg, q)
+		if err != nil || len(page) != 2 {
+			t.Fatalf("ListInstances(%+v) = %d instances, %v; want both", q, len(page), err)
+		}
+	}
+	custom, generic := preparedPlans(t, st, `statement LIKE '%ORDER BY created_at DESC, id DESC LIMIT%'`)
+	if custom != 0 || generic < 3 {
+		t.Fatalf("listings planned %d times for their values and %d times generically; want 0 and 3", custom, generic)
+	}
+}
+
+// preparedPlans sums, over the pool's idle connections, how often each
+// planned the prepared statements where selects (a condition on
+// pg_prepared_statements) for the values at hand and how often it used
+// their generic plans.
+func preparedPlans(t *testing.T, st *postgres.Store, where string) (custom, generic int64) {
 	t.Helper()
 	conns := st.Pool().AcquireAllIdle(bg)
 	defer func() {
@@ -106,7 +129,7 @@ func publishPlans(t *testing.T, st *postgres.Store) (custom, generic int64) {
 	for _, c := range conns {
 		var cu, ge int64
 		if err := c.QueryRow(bg, `SELECT COALESCE(SUM(custom_plans), 0)::bigint, COALESCE(SUM(generic_plans), 0)::bigint
-			FROM pg_prepared_statements WHERE name = 'norn_publish'`).Scan(&cu, &ge); err != nil {
+			FROM pg_prepared_statements WHERE `+where).Scan(&cu, &ge); err != nil {
 			t.Fatal(err)
 		}
 		custom, generic = custom+cu, generic+ge
