@@ -118,15 +118,7 @@ func TestListInstancesPlans(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		read := 0
-		for _, key := range []string{`"Actual Rows": `, `"Rows Removed by Filter": `} {
-			for _, part := range strings.Split(plan, key)[1:] {
-				var n int
-				if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
-					read = max(read, n)
-				}
-			}
-		}
+		read := maxRowsHandled(plan)
 		seq := regexp.MustCompile(`"Node Type": "Seq Scan",[^}]*"Relation Name": "instances"`).MatchString(plan)
 		if read > 20000 || seq || !strings.Contains(plan, querysql.IndexWorkflowCreated) {
 			t.Errorf("%s: a plan node handled %d rows; want at most 20,000, read from %s:\n%s", c.name, read, querysql.IndexWorkflowCreated, plan)
@@ -166,16 +158,7 @@ func TestModeChecksReadOneSubscriber(t *testing.T) {
 		if err := conn.QueryRow(bg, "EXPLAIN (ANALYZE, FORMAT JSON) "+c.sql, c.args...).Scan(&plan); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		// Every node's actual rows, and rows its filter dropped.
-		read := 0
-		for _, key := range []string{`"Actual Rows": `, `"Rows Removed by Filter": `} {
-			for _, part := range strings.Split(plan, key)[1:] {
-				var n int
-				if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
-					read = max(read, n)
-				}
-			}
-		}
+		read := maxRowsHandled(plan)
 		if read > 1 {
 			t.Errorf("%s: a plan node handled %d rows for a check that needs one subscriber:\n%s", c.name, read, plan)
 		}
@@ -233,15 +216,7 @@ func TestRunnableReadsNoParkedInstance(t *testing.T) {
 	if err := conn.QueryRow(bg, "EXPLAIN (ANALYZE, FORMAT JSON) "+postgres.RunnableSQL, int64(1000)).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
-	read := 0
-	for _, key := range []string{`"Actual Rows": `, `"Rows Removed by Filter": `, `"Rows Removed by Index Recheck": `} {
-		for _, part := range strings.Split(plan, key)[1:] {
-			var n int
-			if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
-				read = max(read, n)
-			}
-		}
-	}
+	read := maxRowsHandled(plan)
 	if read > 10 {
 		t.Errorf("a plan node handled %d rows, for 5 instances to find:\n%s", read, plan)
 	}
@@ -301,4 +276,19 @@ func TestConnectionsRunWithoutJIT(t *testing.T) {
 	if jit != "off" {
 		t.Errorf("jit = %s on the store's connections, want off", jit)
 	}
+}
+
+// maxRowsHandled is the most rows any node of a JSON EXPLAIN ANALYZE plan
+// returned or dropped (by its filter or an index recheck), per loop.
+func maxRowsHandled(plan string) int {
+	read := 0
+	for _, key := range []string{`"Actual Rows": `, `"Rows Removed by Filter": `, `"Rows Removed by Index Recheck": `} {
+		for _, part := range strings.Split(plan, key)[1:] {
+			var n int
+			if _, err := fmt.Sscan(strings.TrimLeft(part, " "), &n); err == nil {
+				read = max(read, n)
+			}
+		}
+	}
+	return read
 }
