@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/internal/querysql"
@@ -40,11 +39,12 @@ func purgeWhere(f *persistence.PurgeFilter) string {
 // outgoing events go (their pending ones stay, still owed); see
 // persistence.Purger.
 func purgeSQL(f *persistence.PurgeFilter) string {
-	rec, sel := purgeIDs(f, " LIMIT $5::bigint FOR UPDATE SKIP LOCKED")
-	if rec != "" {
-		sel += " LIMIT $5::bigint"
+	cte, sel := purgeIDs(f, " LIMIT $5::bigint FOR UPDATE SKIP LOCKED")
+	with := "WITH "
+	if cte != "" {
+		with, sel = "WITH RECURSIVE "+cte+", ", sel+" LIMIT $5::bigint"
 	}
-	return `WITH ` + rec + `v AS (` + sel + `),
+	return with + `v AS (` + sel + `),
 	h AS (DELETE FROM history WHERE instance_id IN (SELECT id FROM v)),
 	m AS (DELETE FROM messages WHERE target IN (SELECT id FROM v)),
 	t AS (DELETE FROM timers WHERE instance_id IN (SELECT id FROM v)),
@@ -57,13 +57,13 @@ func purgeSQL(f *persistence.PurgeFilter) string {
 // follows each index range read (a limit and lock, or nothing). With a
 // workflow that is its range of instances_workflow_status_created; without
 // one, the ranges of every workflow in the store (querysql.Workflows finds
-// them) and each status asked for. rec, if not empty, is the common table
-// expression sel reads, to follow WITH.
-func purgeIDs(f *persistence.PurgeFilter, tail string) (rec, sel string) {
+// them) and each status asked for. cte, if not empty, is the recursive
+// common table expression sel reads.
+func purgeIDs(f *persistence.PurgeFilter, tail string) (cte, sel string) {
 	if f.Workflow != "" {
 		return "", `SELECT id FROM instances WHERE ` + purgeWhere(f) + tail
 	}
-	return "RECURSIVE " + querysql.Workflows + ", ", `SELECT i.id FROM wf CROSS JOIN unnest($3::text[]) AS st(s)
+	return querysql.Workflows, `SELECT i.id FROM wf CROSS JOIN unnest($3::text[]) AS st(s)
 		CROSS JOIN LATERAL (SELECT id FROM instances WHERE workflow = wf.name AND status = st.s AND ` + purgeWhere(f) + tail + `) AS i
 		WHERE wf.name IS NOT NULL`
 }
@@ -116,11 +116,11 @@ func (s *Store) CountPurgeable(ctx context.Context, f persistence.PurgeFilter) (
 		return 0, persistence.ErrStoreClosed
 	}
 	var n int64
-	rec, sel := purgeIDs(&f, "")
-	if rec != "" {
-		rec = "WITH " + strings.TrimSuffix(rec, ", ") + " "
+	cte, sel := purgeIDs(&f, "")
+	if cte != "" {
+		cte = "WITH RECURSIVE " + cte + " "
 	}
-	if err := s.pool.QueryRow(ctx, rec+`SELECT count(*) FROM (`+sel+`) AS c`, purgeArgs(&f)...).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, cte+`SELECT count(*) FROM (`+sel+`) AS c`, purgeArgs(&f)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("postgres: count purgeable instances: %w", err)
 	}
 	return int(n), nil

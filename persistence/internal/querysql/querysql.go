@@ -106,42 +106,19 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows
 		}
 	}
 	order := " ORDER BY created_at DESC, id DESC LIMIT " + limit
-	// Branches read only the key: with no other filter, straight from
-	// their index, and only the page's own rows are read whole, not every
-	// branch's.
-	sel := "SELECT created_at, id FROM instances"
-	branch := func(index string, conds ...string) string {
-		conds = append(conds, common...)
-		s := sel
-		if d.Hint != nil {
-			s += d.Hint(index)
-		}
-		if len(conds) > 0 {
-			s += " WHERE " + strings.Join(conds, " AND ")
-		}
-		return s + order
+	// Each branch reads one index range; several are merged.
+	type branch struct {
+		index string
+		conds []string
 	}
-	byWorkflow := q.Workflow == "" && q.Parent == "" && d.StatusByWorkflow
-	if byWorkflow && len(statuses) == 0 {
+	var branches []branch
+	add := func(index string, conds ...string) { branches = append(branches, branch{index, conds}) }
+	if len(statuses) == 0 && q.Parent == "" && (q.Workflow != "" || d.StatusByWorkflow) {
 		for _, st := range persistence.Statuses() {
 			statuses = append(statuses, string(st))
 		}
 	}
-	var branches []string
-	if q.Parent != "" || (!byWorkflow && len(statuses) == 1) || (!byWorkflow && q.Workflow == "" && len(statuses) == 0) ||
-		(byWorkflow && len(statuses)*len(workflows) == 1) {
-		sel = "SELECT " + columns + " FROM instances" // one branch: the statement itself
-	}
 	switch {
-	case byWorkflow:
-		// One range per workflow and status, merged: each is read only
-		// as far as the page needs.
-		for _, wf := range workflows {
-			w := b.arg(wf)
-			for _, st := range statuses {
-				branches = append(branches, branch(IndexWorkflowCreated, "workflow = "+w, "status = "+b.arg(st)))
-			}
-		}
 	case q.Parent != "":
 		// A parent's children are few: the status and workflow are
 		// checked on them. The literal condition on parent lets SQLite use
@@ -157,26 +134,48 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows
 			}
 			conds = append(conds, "status IN ("+strings.Join(ph, ", ")+")")
 		}
-		branches = append(branches, branch(IndexParentCreated, conds...))
+		add(IndexParentCreated, conds...)
 	case q.Workflow != "":
-		if len(statuses) == 0 {
-			for _, st := range persistence.Statuses() {
-				statuses = append(statuses, string(st))
-			}
-		}
 		wf := b.arg(q.Workflow)
 		for _, st := range statuses {
-			branches = append(branches, branch(IndexWorkflowCreated, "workflow = "+wf, "status = "+b.arg(st)))
+			add(IndexWorkflowCreated, "workflow = "+wf, "status = "+b.arg(st))
+		}
+	case d.StatusByWorkflow:
+		// One range per workflow and status, merged: each is read only
+		// as far as the page needs.
+		for _, wf := range workflows {
+			w := b.arg(wf)
+			for _, st := range statuses {
+				add(IndexWorkflowCreated, "workflow = "+w, "status = "+b.arg(st))
+			}
 		}
 	case len(statuses) > 0:
 		for _, st := range statuses {
-			branches = append(branches, branch(IndexStatusCreated, "status = "+b.arg(st)))
+			add(IndexStatusCreated, "status = "+b.arg(st))
 		}
 	default:
-		branches = append(branches, branch(IndexCreated))
+		add(IndexCreated)
+	}
+	// Branches read only the key: with no other filter, straight from
+	// their index, and only the page's own rows are read whole, not every
+	// branch's. A single branch is the statement itself.
+	sel := "SELECT created_at, id FROM instances"
+	if len(branches) == 1 {
+		sel = "SELECT " + columns + " FROM instances"
+	}
+	render := func(br branch) string {
+		conds := slices.Concat(br.conds, common)
+		s := sel
+		if d.Hint != nil {
+			s += d.Hint(br.index)
+		}
+		if len(conds) > 0 {
+			s += " WHERE " + strings.Join(conds, " AND ")
+		}
+		return s + order
 	}
 	if len(branches) == 1 {
-		return branches[0], b.args
+		return render(branches[0]), b.args
 	}
 	var sb strings.Builder
 	sb.WriteString("SELECT " + columns + " FROM instances JOIN (SELECT created_at AS k_created, id AS k_id FROM (")
@@ -184,7 +183,7 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows
 		if i > 0 {
 			sb.WriteString(" UNION ALL ")
 		}
-		sb.WriteString("SELECT * FROM (" + br + ") AS b" + strconv.Itoa(i))
+		sb.WriteString("SELECT * FROM (" + render(br) + ") AS b" + strconv.Itoa(i))
 	}
 	sb.WriteString(") AS u" + order + ") AS page ON instances.id = page.k_id ORDER BY page.k_created DESC, page.k_id DESC")
 	return sb.String(), b.args
