@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,32 +259,57 @@ func TestQueuedWakePassedOn(t *testing.T) {
 	}
 }
 
-// TestQueuedPublishDuringStart: a consumer that passivated is woken by a
-// publish; while its activation starts, more messages are published. It
-// takes them all.
+// TestQueuedPublishDuringStart: consumers that passivated are woken by a
+// publish; while an activation starts, more messages are published. They
+// are all taken, once each, on both stores (the woken node hears of the
+// later messages through its own commits on SQLite, through LISTEN on
+// PostgreSQL), by one consumer alone or by several.
 func TestQueuedPublishDuringStart(t *testing.T) {
+	for _, store := range []string{"sqlite", "postgres"} {
+		for _, consumers := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%s/consumers=%d", store, consumers), func(t *testing.T) {
+				var base persistence.Store
+				if store == "sqlite" {
+					base = testutil.OpenSQLite(t, testutil.SQLitePath(t))
+				} else {
+					base = openPostgres(t, testutil.PostgresURL(t))
+				}
+				testQueuedPublishDuringStart(t, base, consumers)
+			})
+		}
+	}
+}
+
+func testQueuedPublishDuringStart(t *testing.T, base persistence.Store, consumers int) {
 	const rounds = 5
-	base := testutil.OpenSQLite(t, testutil.SQLitePath(t))
 	in := &testutil.InterceptStore{Store: base}
 	var launching atomic.Pointer[func()]
+	var mu sync.Mutex
+	live := map[string]bool{} // consumers with an activation
 	in.AfterHistoryRange = func(id string, from int64, _ []persistence.Event, err error) {
 		// A spawn launches its activation without reading history: each
 		// read from the start is a passivated consumer coming back, which
 		// has loaded its instance and is about to start.
-		if fn := launching.Load(); fn != nil && id == "consumer-0" && from == 0 && err == nil {
+		if from != 0 || err != nil {
+			return
+		}
+		mu.Lock()
+		live[id] = true
+		mu.Unlock()
+		if fn := launching.Load(); fn != nil {
 			(*fn)()
 		}
 	}
-	passivated := make(chan struct{}, 16)
 	sys := testutil.StartNode(t, actor.Config{Store: testutil.Notify(in, base), Workflows: actor.Register(queueConsumer),
 		PassivateAfter: 10 * time.Millisecond, RecoveryInterval: time.Hour,
 		Hooks: hookFunc(func(e actor.HookEvent) {
 			if e.Kind == actor.HookInstancePassivated {
-				passivated <- struct{}{}
+				mu.Lock()
+				delete(live, e.Instance)
+				mu.Unlock()
 			}
 		})})
 	ctx := testutil.Ctx(t, 2*time.Minute)
-	var mu sync.Mutex
 	ids := map[string]bool{}
 	publish := func(v int) {
 		id, err := sys.Publish(ctx, "jobs", v)
@@ -301,28 +327,35 @@ func TestQueuedPublishDuringStart(t *testing.T) {
 		publish(int(1000 + n))
 		publish(int(2000 + n))
 	}
+	mu.Lock()
+	for i := range consumers {
+		live[fmt.Sprintf("consumer-%d", i)] = true // spawned below, live until they passivate
+	}
+	mu.Unlock()
+	pids := spawnConsumers(t, ctx, sys, consumers)
 	launching.Store(&onLaunch)
-	pids := spawnConsumers(t, ctx, sys, 1)
 	for r := range rounds {
-		select {
-		case <-passivated:
-		case <-ctx.Done():
-			t.Fatalf("round %d: consumer never passivated", r)
-		}
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("round %d: every consumer passivated", r), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(live) == 0
+		})
+		before := launches.Load()
 		publish(r)
 		testutil.Eventually(t, 30*time.Second, "queue drained", func() bool {
 			return channelStat(t, sys, "jobs").Waiting == 0
 		})
-	}
-	if launches.Load() != rounds {
-		t.Fatalf("%d activations for %d wakes of a passivated consumer", launches.Load(), rounds)
+		if launches.Load() == before {
+			t.Fatalf("round %d: the publish woke no passivated consumer", r)
+		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if len(ids) != 3*rounds {
-		t.Fatalf("published %d messages, want %d", len(ids), 3*rounds)
+	published := maps.Clone(ids)
+	mu.Unlock()
+	if want := rounds + 2*int(launches.Load()); len(published) != want {
+		t.Fatalf("published %d messages, want %d", len(published), want)
 	}
-	consumedOnce(t, sys, pids, ids)
+	consumedOnce(t, sys, pids, published)
 }
 
 // TestQueuedPublishDuringStop: messages published while the node stops
