@@ -89,6 +89,10 @@ func testWokenTakenElsewhere(t *testing.T, stA, stB persistence.Store) {
 	cfgB := cfg("b", &testutil.InterceptStore{Store: stB})
 	cfgB.RecoveryInterval = time.Hour
 	b := testutil.StartNode(t, cfgB)
+	// Its one recovery pass runs as it starts, and on a slow server may
+	// not be over before the send below: let it end first, while there
+	// is nothing to find.
+	testutil.Eventually(t, 10*time.Second, "node b's first recovery pass is over", b.Idle)
 	ctx := testutil.Ctx(t, 30*time.Second)
 	pid, err := actor.Spawn(ctx, a, wf, 0)
 	if err != nil {
