@@ -138,3 +138,48 @@ func TestDeferredTakesCommitBeforeStop(t *testing.T) {
 		t.Fatalf("the consumer's history records %d takes, want 2", got)
 	}
 }
+
+// TestInspectCommitsTakesFirst: a take the instance holds back is
+// committed before Inspect on its node reads it, so that the node running
+// it shows what it took at once rather than up to deferTakesFor later.
+func TestInspectCommitsTakesFirst(t *testing.T) {
+	took := make(chan int)
+	wf := actor.Workflow("taker", func(ctx *actor.Context, _ struct{}) (struct{}, error) {
+		for {
+			m, err := actor.Receive[int](ctx)
+			if err != nil {
+				return struct{}{}, err
+			}
+			select { // not on replay: the test has read what it needs
+			case took <- m.Value:
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, testutil.SQLitePath(t)), Workflows: actor.Register(wf),
+		PassivateAfter: time.Hour, RecoveryInterval: time.Hour})
+	ctx := testutil.Ctx(t, time.Minute)
+	pid, err := actor.Spawn(ctx, sys, wf, struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := sys.Send(ctx, pid, i); err != nil {
+			t.Fatal(err)
+		}
+		<-took // taken, and about to park with the take held back
+		info, err := sys.Inspect(ctx, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range info.History {
+			if e.Kind == actor.EventReceived {
+				n++
+			}
+		}
+		if n != i+1 {
+			t.Fatalf("after %d messages taken, Inspect shows %d", i+1, n)
+		}
+	}
+}

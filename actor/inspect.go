@@ -50,9 +50,19 @@ func (s *System) historyEvent(e persistence.Event) HistoryEvent {
 }
 
 // Inspect reads an instance's state, history, subscriptions and mailbox depth,
-// all as of one moment.
+// all as of one moment. An instance that runs on this node commits what it
+// took first; on another node, its last takes show once they commit (within
+// 50 ms).
 func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
 	id := string(pid)
+	// An instance live here may hold back takes it has not committed yet
+	// (see deferTakes): have it commit them, so that the node that runs
+	// it shows what it took. It answers once parked; one that does not
+	// park within deferTakesFor is running its own code, and Inspect does
+	// not wait for it.
+	if _, _, err := s.askLive(ctx, id, &queryAsk{}, deferTakesFor); err != nil {
+		return InstanceInfo{}, err
+	}
 	snap, err := s.store.Snapshot(ctx, id)
 	if err != nil {
 		return InstanceInfo{}, err

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nornlabs/norn/actor/internal/journal"
 	"github.com/nornlabs/norn/persistence"
@@ -79,7 +80,9 @@ func HandleQuery[A, R any](ctx *Context, name string, fn func(A) (R, error)) err
 	return nil
 }
 
-// queryAsk is a query handed to a live activation, answered on reply.
+// queryAsk is a query handed to a live activation, answered on reply. An
+// ask with no name runs no handler: it only has the activation commit
+// what it holds back first (see System.Inspect).
 type queryAsk struct {
 	name  string
 	arg   []byte
@@ -93,6 +96,10 @@ type queryAnswer struct {
 
 // answerQuery runs a query on the workflow goroutine while it is parked.
 func (a *activation) answerQuery(q *queryAsk) {
+	if q.name == "" {
+		q.reply <- queryAnswer{}
+		return
+	}
 	out, err := a.runQuery(q.name, q.arg)
 	q.reply <- queryAnswer{out: out, err: err}
 }
@@ -141,20 +148,11 @@ func (s *System) Query(ctx context.Context, pid PID, name string, arg []byte) (j
 	if len(bytes.TrimSpace(arg)) > 0 && !json.Valid(arg) {
 		return nil, fmt.Errorf("%w: argument of query %q is not JSON", ErrInvalidInput, name)
 	}
-	s.mu.Lock()
-	a := s.acts[string(pid)]
-	s.mu.Unlock()
-	if a != nil {
-		q := &queryAsk{name: name, arg: arg, reply: make(chan queryAnswer, 1)}
-		select {
-		case a.queries <- q:
-			ans := <-q.reply
-			return ans.out, ans.err
-		case <-a.exited:
-			// Passivated or ended meanwhile: its history has it all.
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	if ans, live, err := s.askLive(ctx, string(pid), &queryAsk{name: name, arg: arg}, 0); err != nil || live {
+		if err == nil {
+			err = ans.err
 		}
+		return ans.out, err
 	}
 	inst, err := s.store.Instance(ctx, string(pid))
 	if err != nil {
@@ -169,6 +167,36 @@ func (s *System) Query(ctx context.Context, pid PID, name string, arg []byte) (j
 		return nil, err
 	}
 	return queryReplay(s.replayEnv(ctx), def, string(pid), hist, name, arg)
+}
+
+// askLive hands q to instance id's activation if it is live here and
+// returns its answer (live). An activation answers once parked, after
+// committing the takes it holds back; one that passivates or ends first
+// answers nothing (its history has it all), and so does one that does not
+// park within patience, if positive.
+func (s *System) askLive(ctx context.Context, id string, q *queryAsk, patience time.Duration) (ans queryAnswer, live bool, err error) {
+	s.mu.Lock()
+	a := s.acts[id]
+	s.mu.Unlock()
+	if a == nil {
+		return ans, false, nil
+	}
+	var giveUp <-chan time.Time
+	if patience > 0 {
+		t := time.NewTimer(patience)
+		defer t.Stop()
+		giveUp = t.C
+	}
+	q.reply = make(chan queryAnswer, 1)
+	select {
+	case a.queries <- q:
+		return <-q.reply, true, nil
+	case <-a.exited:
+	case <-giveUp:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return ans, false, err
 }
 
 // Query is System.Query with a typed argument and result: arg is encoded
