@@ -64,33 +64,17 @@ func TestListInstancesPlans(t *testing.T) {
 		{persistence.InstanceQuery{Parent: "p-3", After: after}, querysql.IndexParentCreated},
 		{persistence.InstanceQuery{Parent: "p-3", Workflow: "wf-3", Statuses: two}, querysql.IndexParentCreated},
 	} {
-		stmt, args := querysql.Instances(postgres.Dialect(), rowcodec.InstanceColumns, c.q, workflows...)
-		rows, err := conn.Query(bg, "EXPLAIN "+stmt, args...)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.q, err)
+		// ListInstances runs the generic plan; the plan for the values at
+		// hand must be as bounded.
+		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+			if _, err := conn.Exec(bg, "SET plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			checkListPlan(t, conn, c.q, c.index, workflows, mode)
 		}
-		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("%+v: %v", c.q, err)
-		}
-		text := strings.Join(plan, "\n")
-		scans := strings.Count(text, "Index Scan Backward using ") + strings.Count(text, "Index Only Scan Backward using ") +
-			strings.Count(text, "Bitmap Heap Scan on ")
-		uses := strings.Contains(text, " "+c.index+" ")
-		branches := max(1, len(c.q.Statuses))
-		if c.q.Parent == "" && len(c.q.Statuses) == 0 {
-			branches = len(persistence.Statuses())
-		}
-		if c.q.Parent != "" {
-			branches = 1
-		}
-		if c.q.Parent == "" && c.q.Workflow == "" {
-			branches *= len(workflows) // one range per workflow and status
-		}
-		if strings.Contains(text, "Seq Scan") || scans != branches || !uses {
-			t.Errorf("%+v: %d branches read through an index, want %d, using %s, and no sequential scan:\n%s",
-				c.q, scans, branches, c.index, text)
-		}
+	}
+	if _, err := conn.Exec(bg, "RESET plan_cache_mode"); err != nil {
+		t.Fatal(err)
 	}
 
 	// The other queries by status without a workflow read the same index
@@ -291,4 +275,72 @@ func maxRowsHandled(plan string) int {
 		}
 	}
 	return read
+}
+
+// checkListPlan checks that ListInstances' statement for q reads each of
+// its branches through an index, and nothing by a sequential scan.
+func checkListPlan(t *testing.T, conn *pgx.Conn, q persistence.InstanceQuery, index string, workflows []string, mode string) {
+	t.Helper()
+	stmt, args := querysql.Instances(postgres.Dialect(), rowcodec.InstanceColumns, q, workflows...)
+	// EXPLAIN of a statement with parameters plans it for their values;
+	// EXPLAIN EXECUTE of a prepared one follows plan_cache_mode.
+	if _, err := conn.Exec(bg, "PREPARE list_plan AS "+stmt); err != nil {
+		t.Fatalf("%+v: %v", q, err)
+	}
+	defer func() {
+		if _, err := conn.Exec(bg, "DEALLOCATE list_plan"); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	vals := make([]string, len(args))
+	for i, a := range args {
+		vals[i] = sqlLiteral(t, a)
+	}
+	rows, err := conn.Query(bg, "EXPLAIN EXECUTE list_plan("+strings.Join(vals, ", ")+")")
+	if err != nil {
+		t.Fatalf("%+v: %v", q, err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%+v: %v", q, err)
+	}
+	text := strings.Join(plan, "\n")
+	scans := strings.Count(text, "Index Scan Backward using ") + strings.Count(text, "Index Only Scan Backward using ") +
+		strings.Count(text, "Bitmap Heap Scan on ")
+	uses := strings.Contains(text, " "+index+" ")
+	branches := max(1, len(q.Statuses))
+	if q.Parent == "" && len(q.Statuses) == 0 {
+		branches = len(persistence.Statuses())
+	}
+	if q.Parent != "" {
+		branches = 1
+	}
+	if q.Parent == "" && q.Workflow == "" {
+		branches *= len(workflows) // one range per workflow and status
+	}
+	if strings.Contains(text, "Seq Scan") || scans != branches || !uses {
+		t.Errorf("%+v (%s): %d branches read through an index, want %d, using %s, and no sequential scan:\n%s",
+			q, mode, scans, branches, index, text)
+	}
+}
+
+// sqlLiteral writes a statement argument of the listing as SQL.
+func sqlLiteral(t *testing.T, v any) string {
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	switch v := v.(type) {
+	case int64:
+		return fmt.Sprint(v)
+	case string:
+		return quote(v)
+	case []byte:
+		return fmt.Sprintf("'\\x%x'::bytea", v)
+	case []string:
+		q := make([]string, len(v))
+		for i, s := range v {
+			q[i] = quote(s)
+		}
+		return "ARRAY[" + strings.Join(q, ", ") + "]::text[]"
+	}
+	t.Fatalf("no SQL literal for %T", v)
+	return ""
 }
