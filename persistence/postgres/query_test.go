@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nornlabs/norn/internal/testutil"
 	"github.com/nornlabs/norn/persistence"
@@ -92,20 +94,23 @@ func TestListInstancesPlans(t *testing.T) {
 		{"purge", purge, purgeArgs},
 		{"live counts", postgres.StatsInstancesSQL, nil},
 	} {
-		tx, err := conn.Begin(bg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan string
-		err = tx.QueryRow(bg, "EXPLAIN (ANALYZE, FORMAT JSON) "+c.sql, c.args...).Scan(&plan)
-		_ = tx.Rollback(bg)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		read := maxRowsHandled(plan)
-		seq := regexp.MustCompile(`"Node Type": "Seq Scan",[^}]*"Relation Name": "instances"`).MatchString(plan)
-		if read > 20000 || seq || !strings.Contains(plan, querysql.IndexWorkflowCreated) {
-			t.Errorf("%s: a plan node handled %d rows; want at most 20,000, read from %s:\n%s", c.name, read, querysql.IndexWorkflowCreated, plan)
+		// Generic plans too: the retention loop purges again and again.
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			tx, err := conn.Begin(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(bg, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+				t.Fatal(err)
+			}
+			plan := explainPrepared(t, tx, "(ANALYZE, FORMAT JSON)", c.sql, c.args)
+			_ = tx.Rollback(bg)
+			read := maxRowsHandled(plan)
+			seq := regexp.MustCompile(`"Node Type": "Seq Scan",[^}]*"Relation Name": "instances"`).MatchString(plan)
+			if read > 20000 || seq || !strings.Contains(plan, querysql.IndexWorkflowCreated) {
+				t.Errorf("%s (%s): a plan node handled %d rows; want at most 20,000, read from %s:\n%s",
+					c.name, mode, read, querysql.IndexWorkflowCreated, plan)
+			}
 		}
 	}
 }
@@ -282,29 +287,7 @@ func maxRowsHandled(plan string) int {
 func checkListPlan(t *testing.T, conn *pgx.Conn, q persistence.InstanceQuery, index string, workflows []string, mode string) {
 	t.Helper()
 	stmt, args := querysql.Instances(postgres.Dialect(), rowcodec.InstanceColumns, q, workflows...)
-	// EXPLAIN of a statement with parameters plans it for their values;
-	// EXPLAIN EXECUTE of a prepared one follows plan_cache_mode.
-	if _, err := conn.Exec(bg, "PREPARE list_plan AS "+stmt); err != nil {
-		t.Fatalf("%+v: %v", q, err)
-	}
-	defer func() {
-		if _, err := conn.Exec(bg, "DEALLOCATE list_plan"); err != nil {
-			t.Fatal(err)
-		}
-	}()
-	vals := make([]string, len(args))
-	for i, a := range args {
-		vals[i] = sqlLiteral(t, a)
-	}
-	rows, err := conn.Query(bg, "EXPLAIN EXECUTE list_plan("+strings.Join(vals, ", ")+")")
-	if err != nil {
-		t.Fatalf("%+v: %v", q, err)
-	}
-	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatalf("%+v: %v", q, err)
-	}
-	text := strings.Join(plan, "\n")
+	text := explainPrepared(t, conn, "", stmt, args)
 	scans := strings.Count(text, "Index Scan Backward using ") + strings.Count(text, "Index Only Scan Backward using ") +
 		strings.Count(text, "Bitmap Heap Scan on ")
 	uses := strings.Contains(text, " "+index+" ")
@@ -324,7 +307,44 @@ func checkListPlan(t *testing.T, conn *pgx.Conn, q persistence.InstanceQuery, in
 	}
 }
 
-// sqlLiteral writes a statement argument of the listing as SQL.
+// explainPrepared prepares stmt and explains (with options, such as
+// "(ANALYZE, FORMAT JSON)") its execution with args: unlike EXPLAIN of a
+// statement with parameters, which plans it for their values, EXPLAIN
+// EXECUTE follows plan_cache_mode, so that a test can see the generic
+// plan that a statement run again and again ends up with.
+func explainPrepared(t *testing.T, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, options, stmt string, args []any) string {
+	t.Helper()
+	if _, err := db.Exec(bg, "PREPARE explained AS "+stmt); err != nil {
+		t.Fatalf("prepare: %v\n%s", err, stmt)
+	}
+	defer func() {
+		if _, err := db.Exec(bg, "DEALLOCATE explained"); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	vals := make([]string, len(args))
+	for i, a := range args {
+		vals[i] = sqlLiteral(t, a)
+	}
+	exec := "EXECUTE explained"
+	if len(vals) > 0 {
+		exec += "(" + strings.Join(vals, ", ") + ")"
+	}
+	rows, err := db.Query(bg, "EXPLAIN "+options+" "+exec)
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, stmt)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, stmt)
+	}
+	return strings.Join(plan, "\n")
+}
+
+// sqlLiteral writes a statement argument as SQL.
 func sqlLiteral(t *testing.T, v any) string {
 	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 	switch v := v.(type) {
@@ -335,11 +355,19 @@ func sqlLiteral(t *testing.T, v any) string {
 	case []byte:
 		return fmt.Sprintf("'\\x%x'::bytea", v)
 	case []string:
+		if v == nil {
+			return "NULL::text[]"
+		}
 		q := make([]string, len(v))
 		for i, s := range v {
 			q[i] = quote(s)
 		}
 		return "ARRAY[" + strings.Join(q, ", ") + "]::text[]"
+	case []int32:
+		if v == nil {
+			return "NULL::integer[]"
+		}
+		return "ARRAY[" + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(v)), ", "), "[]") + "]::integer[]"
 	}
 	t.Fatalf("no SQL literal for %T", v)
 	return ""
