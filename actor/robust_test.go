@@ -171,7 +171,10 @@ func TestRemoteCancelOfLiveActivation(t *testing.T) {
 		info, _ := sys.Inspect(ctx, pid)
 		return info.Active && len(info.History) >= 2
 	})
-	// Another process: the request lands in the store, then its notification.
+	// Another process: the request lands in the store, then its
+	// notification, which only a registered listener hears (a node that
+	// starts listening later rescans the store instead).
+	testutil.Eventually(t, 10*time.Second, "listening", func() bool { return st.Listening() > 0 })
 	if err := sqlite.RequestCancel(ctx, string(pid), "from elsewhere"); err != nil {
 		t.Fatal(err)
 	}
