@@ -63,6 +63,8 @@ const (
 	sqlInstance       = "norn_instance"
 	sqlInstanceState  = "norn_instance_state"
 	sqlInsertEvent    = "norn_insert_event"
+	sqlUpdateMany     = "norn_update_many"
+	sqlInsertEvents   = "norn_insert_events"
 	sqlCreateMany     = "norn_create_many"
 	sqlCreateConflict = "norn_create_conflict"
 	sqlResetHistory   = "norn_reset_history"
@@ -330,6 +332,31 @@ var statements = map[string]string{
 	sqlInsertEvent: `INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at, digest)
 		VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::bytea, $7::text, $8::bigint, $9::text)`,
 	sqlResetHistory: `DELETE FROM history WHERE instance_id = $1::text`,
+
+	// Merged updates (see mergeAppends), one row per step: $1 ids, $2
+	// events appended, $3 new status or '', $4 set output and error to $5
+	// and $6, $7 give up the lease, $8 epochs, $9 expected history lengths
+	// (-1: none), $10 set waits to $11; $12 now, $13 how many rows must
+	// match. Each row is what sqlUpdateInstance does for a step that takes
+	// no lease, reopens nothing, resets no history and counts no restart.
+	sqlUpdateMany: `WITH u AS (
+		UPDATE instances i SET history_len = i.history_len + v.added,
+			status = COALESCE(NULLIF(v.status, ''), i.status),
+			output = CASE WHEN v.set_output THEN v.output ELSE i.output END,
+			error = CASE WHEN v.set_output THEN v.error ELSE i.error END,
+			lease_owner = CASE WHEN v.release THEN NULL ELSE i.lease_owner END,
+			lease_expires = CASE WHEN v.release THEN 0 ELSE i.lease_expires END,
+			waits = CASE WHEN v.set_waits THEN v.waits WHEN v.status IN ` + terminalSQL + ` THEN NULL ELSE i.waits END,
+			updated_at = $12::bigint
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::boolean[], $5::bytea[], $6::text[], $7::boolean[],
+			$8::bigint[], $9::bigint[], $10::boolean[], $11::bytea[])
+			AS v(id, added, status, set_output, output, error, release, epoch, expect, set_waits, waits)
+		WHERE i.id = v.id AND i.lease_epoch = v.epoch AND (v.expect < 0 OR i.history_len = v.expect)
+			AND i.status NOT IN ` + terminalSQL + `
+		RETURNING 1)
+		SELECT norn_check((SELECT count(*) FROM u) = $13::bigint, '` + checkUpdate + `', '')`,
+	sqlInsertEvents: `INSERT INTO history (instance_id, seq, kind, name, ref, payload, error, at, digest)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bigint[], $9::text[])`,
 
 	// Step.CreateMany: every instance with one insert, every first event
 	// of those inserted (not of those whose ID was taken) with another,

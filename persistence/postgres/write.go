@@ -129,6 +129,7 @@ type op struct {
 	req       *writeReq // nil for transaction control
 	follow    bool      // settles a failed step (see check)
 	batchLock bool      // takes the batch's advisory locks
+	merged    bool      // writes for several steps (see mergeAppends)
 	label     string    // what the statement does, for error messages
 	name      string    // prepared statement
 	args      []any
@@ -310,10 +311,33 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	if sql == 0 {
 		return nil // nothing to write: empty steps, or only known duplicates to send
 	}
+	var first, last []op // merged writes (see mergeAppends)
+	if multi && !guarded {
+		first, last = s.mergeAppends(batch)
+	}
+	// guard applies the whole batch again from the start of a new
+	// transaction, every step in a savepoint and nothing merged, as the
+	// next few batches will be.
+	guard := func() {
+		s.guarded.Store(guardedBatches)
+		for _, x := range batch {
+			x.res, x.err, x.retry = persistence.StepResult{}, nil, false
+			x.ops = s.compile(x)
+			x.savepoint = true
+		}
+		first, last = nil, nil
+	}
 	pre := s.beginOps(batch)
 	next := 0
 	for {
-		ops := s.pipeline(batch[next:], pre, notify)
+		// The first merged writes run at the start of the transaction: a
+		// pipeline that resumes it after a failed step's savepoint keeps
+		// them.
+		var head []op
+		if begins(pre) {
+			head = first
+		}
+		ops := s.pipeline(batch[next:], pre, head, last, notify)
 		failAt, err := runOps(ctx, conn, ops)
 		if err == nil {
 			return nil // committed
@@ -321,6 +345,14 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 
 		var pe *pgconn.PgError
 		o := ops[failAt]
+		if o.merged && errors.As(err, &pe) {
+			// A step of the merged writes failed, and the transaction
+			// with it: find which, each step on its own.
+			guard()
+			next = 0
+			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
+			continue
+		}
 		if o.batchLock && retryable(err) {
 			// Lost a conflict before any step ran: try them all again.
 			_, _ = conn.Exec(ctx, sqlRollback)
@@ -347,14 +379,8 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		r := o.req
 		if multi && !r.savepoint {
 			// A step without a savepoint failed, and the transaction with
-			// it: apply the whole batch again, every step in a savepoint,
-			// as the next few batches will be.
-			s.guarded.Store(guardedBatches)
-			for _, x := range batch {
-				x.res, x.err, x.retry = persistence.StepResult{}, nil, false
-				x.ops = s.compile(x)
-				x.savepoint = true
-			}
+			// it.
+			guard()
 			next = 0
 			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
 			continue
@@ -435,10 +461,12 @@ func (s *Store) beginOps(batch []*writeReq) []op {
 }
 
 // pipeline is one round trip of runTx: pre (what starts or resumes the
-// transaction), the steps of batch, those with a savepoint between
-// SAVEPOINT and RELEASE, the relayers' NOTIFY, and COMMIT.
-func (s *Store) pipeline(batch []*writeReq, pre []op, notify bool) []op {
-	ops := append([]op(nil), pre...)
+// transaction), the merged writes that go first (see mergeAppends), the
+// steps of batch, those with a savepoint between SAVEPOINT and RELEASE,
+// the merged writes that go last (a pipeline that failed stopped before
+// them), the relayers' NOTIFY, and COMMIT.
+func (s *Store) pipeline(batch []*writeReq, pre, first, last []op, notify bool) []op {
+	ops := append(append([]op(nil), pre...), first...)
 	for _, r := range batch {
 		if len(r.ops) == 0 {
 			continue // nothing to write
@@ -451,10 +479,21 @@ func (s *Store) pipeline(batch []*writeReq, pre []op, notify bool) []op {
 			ops = append(ops, ctl(sqlRelease))
 		}
 	}
+	ops = append(ops, last...)
 	if notify {
 		ops = append(ops, op{label: "notify relayers", name: sqlNotify, args: []any{s.outboxChannel, s.origin}})
 	}
 	return append(ops, op{label: "commit", name: sqlCommit, read: readCommit})
+}
+
+// begins reports whether the statements start a transaction.
+func begins(pre []op) bool {
+	for i := range pre {
+		if pre[i].name == sqlBegin {
+			return true
+		}
+	}
+	return false
 }
 
 // runOps sends ops as one pipeline and reads their results until the

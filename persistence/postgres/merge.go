@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"github.com/nornlabs/norn/persistence"
+)
+
+// Merged writes. Most steps of a busy batch write their instance's row
+// (the history length moved on, under the fencing conditions; at the end
+// a status, the output and the lease given up) and insert a few events.
+// One statement per row costs the server more in statement overhead (bind,
+// executor start, the check) than in writing, so a batch of several steps
+// writes those with two statements: one UPDATE of every such instance
+// (from arrays) before the steps' other statements, one INSERT of their
+// events after them.
+//
+// Only steps that run without a savepoint take part, and only one step per
+// instance, so the batch stays the same as some order of its steps: the
+// updates are what those steps do first anyway, and no other statement of
+// the batch writes those rows; no statement of a batch reads history, and
+// a step that resets its history still deletes it before the merged insert
+// adds the new run's events. Steps that take a lease, reopen, reset or
+// count a restart keep their own statement (they are rare, and their
+// conditions differ).
+//
+// If a merged statement finds a condition failed (a step fenced, its
+// instance ended, an event's position taken), the transaction fails and
+// the batch runs again with every step in a savepoint of its own and
+// nothing merged: the failing step is then found and diagnosed as before,
+// and the others commit.
+
+// mergeMin is the fewest rows worth a merged statement.
+const mergeMin = 2
+
+// mergeAppends takes the instance updates and the history inserts out of
+// batch's steps that run without a savepoint, and returns the statements
+// that write them all: first to run before the steps' statements, last
+// after them; none if too few to be worth it.
+func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
+	targets := make(map[string]int, len(batch))
+	for _, r := range batch {
+		if id, _ := r.step.Target(); id != "" {
+			targets[id]++
+		}
+	}
+	mergeable := func(r *writeReq) bool {
+		id, _ := r.step.Target()
+		return !r.savepoint && id != "" && targets[id] == 1 && r.step.Create == nil && len(r.step.CreateMany) == 0
+	}
+	ups, evs := 0, 0
+	for _, r := range batch {
+		if mergeable(r) {
+			if mergesUpdate(&r.step) {
+				ups += countOps(r.ops, sqlUpdateInstance)
+			}
+			evs += countOps(r.ops, sqlInsertEvent)
+		}
+	}
+	mergeUp, mergeEv := ups >= mergeMin, evs >= mergeMin
+	if !mergeUp && !mergeEv {
+		return nil, nil
+	}
+	now := s.now().UnixNano()
+	var up mergedUpdate
+	var ev mergedEvents
+	for _, r := range batch {
+		if !mergeable(r) {
+			continue
+		}
+		st := &r.step
+		kept, added := r.ops[:0], false
+		for _, o := range r.ops {
+			switch {
+			case mergeUp && o.name == sqlUpdateInstance && mergesUpdate(st):
+				up.add(st)
+			case mergeEv && o.name == sqlInsertEvent:
+				// compiler.history adds one per event: all of them go in
+				// at the first.
+				if !added {
+					ev.add(st, now)
+					added = true
+				}
+			default:
+				kept = append(kept, o)
+			}
+		}
+		r.ops = kept
+	}
+	if len(up.ids) > 0 {
+		first = append(first, up.op(now))
+	}
+	if len(ev.inst) > 0 {
+		last = append(last, ev.op())
+	}
+	return first, last
+}
+
+// mergesUpdate reports whether the step's instance update can be merged:
+// it appends, and may set a status and the output and give up the lease,
+// but takes no lease, reopens nothing, resets no history and counts no
+// restart.
+func mergesUpdate(st *persistence.Step) bool {
+	return st.TakeLease == "" && !st.Reopen && !st.ResetHistory && !st.IncRestarts && st.RestartLog == nil
+}
+
+func countOps(ops []op, name string) int {
+	n := 0
+	for i := range ops {
+		if ops[i].name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// mergedUpdate gathers instance updates (see compiler.instance) as the
+// columns of sqlUpdateMany.
+type mergedUpdate struct {
+	ids, statuses, errs []string
+	added, epochs, exp  []int64
+	setOut, release, sw []bool
+	outputs, waits      [][]byte
+}
+
+func (u *mergedUpdate) add(st *persistence.Step) {
+	u.ids = append(u.ids, st.Instance)
+	u.added = append(u.added, int64(len(st.History)))
+	u.statuses = append(u.statuses, string(st.Status))
+	u.setOut = append(u.setOut, st.SetsOutput())
+	u.outputs = append(u.outputs, st.Output)
+	u.errs = append(u.errs, st.Error)
+	u.release = append(u.release, st.ReleasesLease())
+	u.epochs = append(u.epochs, st.Epoch)
+	u.exp = append(u.exp, st.ExpectHistoryLen())
+	u.sw = append(u.sw, st.SetWaits)
+	u.waits = append(u.waits, st.Waits)
+}
+
+func (u *mergedUpdate) op(now int64) op {
+	return op{label: "update instances", name: sqlUpdateMany, merged: true,
+		args: []any{u.ids, u.added, u.statuses, u.setOut, u.outputs, u.errs, u.release, u.epochs, u.exp, u.sw, u.waits,
+			now, int64(len(u.ids))}}
+}
+
+// mergedEvents gathers history inserts as the columns of sqlInsertEvents.
+type mergedEvents struct {
+	inst, kind, name, ref, errs, digest []string
+	seq, at                             []int64
+	payload                             [][]byte
+}
+
+func (e *mergedEvents) add(st *persistence.Step, now int64) {
+	for _, h := range st.History {
+		at := now
+		if !h.At.IsZero() {
+			at = h.At.UnixNano()
+		}
+		e.inst, e.seq, e.kind = append(e.inst, st.Instance), append(e.seq, h.Seq), append(e.kind, h.Kind)
+		e.name, e.ref, e.payload = append(e.name, h.Name), append(e.ref, h.Ref), append(e.payload, h.Payload)
+		e.errs, e.at, e.digest = append(e.errs, h.Error), append(e.at, at), append(e.digest, h.Digest)
+	}
+}
+
+func (e *mergedEvents) op() op {
+	return op{label: "append history", name: sqlInsertEvents, merged: true,
+		args: []any{e.inst, e.seq, e.kind, e.name, e.ref, e.payload, e.errs, e.at, e.digest}}
+}

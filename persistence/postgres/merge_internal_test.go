@@ -1,0 +1,284 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/persistence"
+)
+
+// mergeCase is one step of a batch that merges appends, and what it must
+// come to.
+type mergeCase struct {
+	name string
+	step persistence.Step
+	want error // nil: commits
+}
+
+// mergeInstances creates the instances the cases write to: each leased to
+// epoch 1 with one event, "done" ended.
+func mergeInstances(t *testing.T, st *Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := st.Apply(context.Background(), persistence.Step{
+			Create:  &persistence.Instance{ID: id, Workflow: "wf", LeaseOwner: "n", LeaseEpoch: 1, LeaseExpires: time.Now().Add(time.Hour)},
+			History: []persistence.Event{{Seq: 0, Kind: "started"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// applyAsOneBatch applies the steps concurrently in one transaction: the
+// store's one writer is held in a commit that waits for a row lock the
+// test holds until every step is queued behind it.
+func applyAsOneBatch(t *testing.T, st *Store, steps []persistence.Step) []error {
+	t.Helper()
+	ctx := context.Background()
+	mergeInstances(t, st, "blocker")
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM instances WHERE id = 'blocker' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := st.Apply(ctx, persistence.Step{Instance: "blocker", Epoch: 1, History: []persistence.Event{{Seq: 1, Kind: "step"}}})
+		held <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, "the writer to wait for the lock", func() bool {
+		var n int
+		err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i := range steps {
+		wg.Go(func() { _, errs[i] = st.Apply(ctx, steps[i]) })
+	}
+	testutil.Eventually(t, 10*time.Second, "every step to queue", func() bool { return len(st.reqs) == len(steps) })
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	return errs
+}
+
+func appendStep(id string, epoch int64, seqs ...int64) persistence.Step {
+	st := persistence.Step{Instance: id, Epoch: epoch}
+	for _, s := range seqs {
+		st.History = append(st.History, persistence.Event{Seq: s, Kind: "step", Name: fmt.Sprint(s), Payload: []byte(id)})
+	}
+	return st
+}
+
+// A batch of appends writes them with merged statements; steps of it that
+// fail (fenced, out of place, ended) fail on their own with the error
+// they get alone, and every other step commits, whole.
+func TestMergedAppends(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var batches []int
+	var mu sync.Mutex
+	remove := st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
+		mu.Lock()
+		batches = append(batches, c.Steps)
+		mu.Unlock()
+	}))
+	defer remove()
+
+	ids := []string{"a0", "a1", "a2", "a3", "a4", "a5", "gap", "fenced", "done", "park", "e-none", "e-gap", "e-fenced", "e-done"}
+	mergeInstances(t, st, ids...)
+	if _, err := st.Apply(context.Background(), persistence.Step{Instance: "done", Epoch: 1, Status: persistence.StatusCompleted,
+		History: []persistence.Event{{Seq: 1, Kind: "completed"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Each round: the appending steps (a0 to a5 and park, each after what
+	// the rounds before appended), with one failing step or none.
+	next := map[string]int64{}
+	good := func() []mergeCase {
+		var cs []mergeCase
+		for i, id := range []string{"a0", "a1", "a2", "a3", "a4", "a5", "park"} {
+			if next[id] == 0 {
+				next[id] = 1
+			}
+			seqs := []int64{next[id]}
+			for range i % 3 {
+				seqs = append(seqs, seqs[len(seqs)-1]+1)
+			}
+			next[id] = seqs[len(seqs)-1] + 1
+			st := appendStep(id, 1, seqs...)
+			switch id {
+			case "a1":
+				st.SetWaits, st.Waits = true, []byte(fmt.Sprintf(`{"Channels":["x%d"]}`, next[id]))
+			case "park":
+				st.Status = persistence.StatusWaiting
+			}
+			cs = append(cs, mergeCase{id, st, nil})
+		}
+		return cs
+	}
+	failing := []mergeCase{
+		{"none", persistence.Step{}, nil},
+		{"gap", appendStep("gap", 1, 5), persistence.ErrHistoryGap},
+		{"fenced", appendStep("fenced", 7, 1), persistence.ErrFenced},
+		{"done", appendStep("done", 1, 2), persistence.ErrInstanceDone},
+	}
+	for _, f := range failing {
+		t.Run(f.name, func(t *testing.T) {
+			run := good()
+			// An instance ends: its status, output and lease change.
+			end := appendStep("e-"+f.name, 1, 1)
+			end.Status, end.Output = persistence.StatusCompleted, []byte(`"out"`)
+			run = append(run, mergeCase{end.Instance, end, nil})
+			if f.want != nil {
+				// In the middle of the batch, which is in instance order.
+				run = append(run, f)
+			}
+			steps := make([]persistence.Step, len(run))
+			for i := range run {
+				steps[i] = run[i].step
+			}
+			mu.Lock()
+			batches = batches[:0]
+			mu.Unlock()
+			// A failed step has the next batches run guarded (not merged).
+			st.guarded.Store(0)
+			errs := applyAsOneBatch(t, st, steps)
+			mu.Lock()
+			if !slices.Contains(batches, len(steps)) {
+				t.Errorf("the steps did not share one transaction: batches %v", batches)
+			}
+			mu.Unlock()
+			for i, c := range run {
+				switch {
+				case c.want == nil && errs[i] != nil:
+					t.Errorf("%s: %v", c.name, errs[i])
+				case c.want != nil && !errors.Is(errs[i], c.want):
+					t.Errorf("%s: err %v, want %v", c.name, errs[i], c.want)
+				}
+			}
+		})
+		blockerDone(t, st)
+	}
+
+	// Every committed step is whole: its events, the history length, and
+	// the waits it set.
+	for _, id := range []string{"a0", "a1", "a2", "a3", "a4", "a5", "park"} {
+		h, err := st.History(context.Background(), id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, err := st.Instance(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(h)) != inst.HistoryLen {
+			t.Errorf("%s: %d events, history length %d", id, len(h), inst.HistoryLen)
+		}
+		for i, e := range h {
+			if e.Seq != int64(i) || (i > 0 && string(e.Payload) != id) {
+				t.Errorf("%s: event %d is %+v", id, i, e)
+			}
+		}
+	}
+	for _, f := range failing {
+		inst, err := st.Instance(context.Background(), "e-"+f.name)
+		if err != nil || inst.Status != persistence.StatusCompleted || string(inst.Output) != `"out"` || inst.LeaseOwner != "" ||
+			inst.HistoryLen != 2 {
+			t.Errorf("e-%s ended as %+v, %v", f.name, inst, err)
+		}
+	}
+	for id, n := range map[string]int{"gap": 1, "fenced": 1, "done": 2} {
+		if h, _ := st.History(context.Background(), id, 0); len(h) != n {
+			t.Errorf("%s: %d events, want %d (a failed step wrote)", id, len(h), n)
+		}
+	}
+	if inst, _ := st.Instance(context.Background(), "a1"); string(inst.Waits) != fmt.Sprintf(`{"Channels":["x%d"]}`, next["a1"]) {
+		t.Errorf("a1 waits = %s", inst.Waits)
+	}
+	if inst, _ := st.Instance(context.Background(), "park"); inst.Status != persistence.StatusWaiting {
+		t.Errorf("park status = %s", inst.Status)
+	}
+}
+
+// blockerDone drops the blocker instance applyAsOneBatch made, so that the
+// next call can make it again.
+func blockerDone(t *testing.T, st *Store) {
+	t.Helper()
+	if _, err := st.Pool().Exec(context.Background(),
+		`WITH h AS (DELETE FROM history WHERE instance_id = 'blocker') DELETE FROM instances WHERE id = 'blocker'`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type observeFunc func(persistence.CommitInfo)
+
+func (f observeFunc) ObserveCommit(c persistence.CommitInfo) { f(c) }
+
+// mergeAppends takes out of the batch only what it may: the updates and
+// events of steps without a savepoint, one step per instance, but not the
+// update of a step that takes a lease (its events are).
+func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
+	s := &Store{}
+	park := appendStep("p", 1, 4)
+	park.Status = persistence.StatusWaiting
+	take := appendStep("t", 1, 1)
+	take.TakeLease = "n"
+	batch := []*writeReq{
+		{step: appendStep("a", 1, 1, 2)},
+		{step: appendStep("b", 1, 3)},
+		{step: park},
+		{step: appendStep("sp", 1, 1), savepoint: true},
+		{step: take},
+		{step: appendStep("same", 1, 1)},
+		{step: appendStep("same", 1, 2)},
+	}
+	for _, r := range batch {
+		r.ops = s.compile(r)
+	}
+	first, last := s.mergeAppends(batch)
+	if len(first) != 1 || first[0].name != sqlUpdateMany || len(last) != 1 || last[0].name != sqlInsertEvents {
+		t.Fatalf("merged first %+v, last %+v", first, last)
+	}
+	if got := first[0].args[0].([]string); !slices.Equal(got, []string{"a", "b", "p"}) {
+		t.Errorf("merged updates of %v, want a, b and p", got)
+	}
+	if got := first[0].args[2].([]string); !slices.Equal(got, []string{"", "", "waiting"}) {
+		t.Errorf("merged statuses %v", got)
+	}
+	if got := last[0].args[0].([]string); !slices.Equal(got, []string{"a", "a", "b", "p", "t"}) {
+		t.Errorf("merged events of %v", got)
+	}
+	if got := last[0].args[1].([]int64); !slices.Equal(got, []int64{1, 2, 3, 4, 1}) {
+		t.Errorf("merged event seqs %v", got)
+	}
+	left := func(r *writeReq) (names []string) {
+		for _, o := range r.ops {
+			names = append(names, o.name)
+		}
+		return names
+	}
+	for i, want := range [][]string{nil, nil, nil, {sqlUpdateInstance, sqlInsertEvent},
+		{sqlUpdateInstance}, {sqlUpdateInstance, sqlInsertEvent}, {sqlUpdateInstance, sqlInsertEvent}} {
+		if got := left(batch[i]); !slices.Equal(got, want) {
+			t.Errorf("step %d (%s) kept %v, want %v", i, batch[i].step.Instance, got, want)
+		}
+	}
+}
