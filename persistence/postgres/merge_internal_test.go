@@ -234,7 +234,8 @@ func (f observeFunc) ObserveCommit(c persistence.CommitInfo) { f(c) }
 
 // mergeAppends takes out of the batch only what it may: the updates and
 // events of steps without a savepoint, one step per instance, but not the
-// update of a step that takes a lease (its events are).
+// update of a step that takes a lease (its events are), and only enough
+// rows to be worth a statement.
 func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 	s := &Store{}
 	park := appendStep("p", 1, 4)
@@ -244,6 +245,7 @@ func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 	batch := []*writeReq{
 		{step: appendStep("a", 1, 1, 2)},
 		{step: appendStep("b", 1, 3)},
+		{step: appendStep("c", 1, 1)},
 		{step: park},
 		{step: appendStep("sp", 1, 1), savepoint: true},
 		{step: take},
@@ -253,20 +255,24 @@ func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 	for _, r := range batch {
 		r.ops = s.compile(r)
 	}
+	// Fewer than mergeMin rows are not merged.
+	if first, last := s.mergeAppends(batch[:1]); first != nil || last != nil {
+		t.Errorf("one step merged: %+v, %+v", first, last)
+	}
 	first, last := s.mergeAppends(batch)
 	if len(first) != 1 || first[0].name != sqlUpdateMany || len(last) != 1 || last[0].name != sqlInsertEvents {
 		t.Fatalf("merged first %+v, last %+v", first, last)
 	}
-	if got := first[0].args[0].([]string); !slices.Equal(got, []string{"a", "b", "p"}) {
-		t.Errorf("merged updates of %v, want a, b and p", got)
+	if got := first[0].args[0].([]string); !slices.Equal(got, []string{"a", "b", "c", "p"}) {
+		t.Errorf("merged updates of %v, want a, b, c and p", got)
 	}
-	if got := first[0].args[2].([]string); !slices.Equal(got, []string{"", "", "waiting"}) {
+	if got := first[0].args[2].([]string); !slices.Equal(got, []string{"", "", "", "waiting"}) {
 		t.Errorf("merged statuses %v", got)
 	}
-	if got := last[0].args[0].([]string); !slices.Equal(got, []string{"a", "a", "b", "p", "t"}) {
+	if got := last[0].args[0].([]string); !slices.Equal(got, []string{"a", "a", "b", "c", "p", "t"}) {
 		t.Errorf("merged events of %v", got)
 	}
-	if got := last[0].args[1].([]int64); !slices.Equal(got, []int64{1, 2, 3, 4, 1}) {
+	if got := last[0].args[1].([]int64); !slices.Equal(got, []int64{1, 2, 3, 1, 4, 1}) {
 		t.Errorf("merged event seqs %v", got)
 	}
 	left := func(r *writeReq) (names []string) {
@@ -275,7 +281,7 @@ func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 		}
 		return names
 	}
-	for i, want := range [][]string{nil, nil, nil, {sqlUpdateInstance, sqlInsertEvent},
+	for i, want := range [][]string{nil, nil, nil, nil, {sqlUpdateInstance, sqlInsertEvent},
 		{sqlUpdateInstance}, {sqlUpdateInstance, sqlInsertEvent}, {sqlUpdateInstance, sqlInsertEvent}} {
 		if got := left(batch[i]); !slices.Equal(got, want) {
 			t.Errorf("step %d (%s) kept %v, want %v", i, batch[i].step.Instance, got, want)
