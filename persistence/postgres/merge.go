@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
 // Merged writes. Most steps of a busy batch write their instance's row
@@ -47,22 +48,24 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 	}
 	mergeable := func(r *writeReq) bool {
 		id, _ := r.step.Target()
-		return !r.savepoint && id != "" && targets[id] == 1 && r.step.Create == nil && len(r.step.CreateMany) == 0
+		return !r.savepoint && id != "" && targets[id] == 1 && len(r.step.CreateMany) == 0
 	}
-	ups, evs := 0, 0
+	crs, ups, evs := 0, 0, 0
 	for _, r := range batch {
 		if mergeable(r) {
+			crs += countOps(r.ops, sqlInsertInstance)
 			if mergesUpdate(&r.step) {
 				ups += countOps(r.ops, sqlUpdateInstance)
 			}
 			evs += countOps(r.ops, sqlInsertEvent)
 		}
 	}
-	mergeUp, mergeEv := ups >= mergeMin, evs >= mergeMin
-	if !mergeUp && !mergeEv {
+	mergeCr, mergeUp, mergeEv := crs >= mergeMin, ups >= mergeMin, evs >= mergeMin
+	if !mergeCr && !mergeUp && !mergeEv {
 		return nil, nil
 	}
 	now := s.now().UnixNano()
+	var cr mergedCreate
 	var up mergedUpdate
 	var ev mergedEvents
 	for _, r := range batch {
@@ -70,16 +73,19 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 			continue
 		}
 		st := &r.step
+		id, _ := st.Target()
 		kept, added := r.ops[:0], false
 		for _, o := range r.ops {
 			switch {
+			case mergeCr && o.name == sqlInsertInstance:
+				cr.add(st)
 			case mergeUp && o.name == sqlUpdateInstance && mergesUpdate(st):
 				up.add(st)
 			case mergeEv && o.name == sqlInsertEvent:
 				// compiler.history adds one per event: all of them go in
 				// at the first.
 				if !added {
-					ev.add(st, now)
+					ev.add(id, st, now)
 					added = true
 				}
 			default:
@@ -87,6 +93,9 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 			}
 		}
 		r.ops = kept
+	}
+	if len(cr.ids) > 0 {
+		first = append(first, cr.op(now))
 	}
 	if len(up.ids) > 0 {
 		first = append(first, up.op(now))
@@ -113,6 +122,31 @@ func countOps(ops []op, name string) int {
 		}
 	}
 	return n
+}
+
+// mergedCreate gathers creations (see compiler.create) as the columns of
+// sqlCreateMerged.
+type mergedCreate struct {
+	ids, wfs, statuses, parents, owners, restarts []string
+	inputs                                        [][]byte
+	epochs, expires, ttls, hlens                  []int64
+	buckets                                       []int32
+}
+
+func (c *mergedCreate) add(st *persistence.Step) {
+	in := st.Create
+	c.ids, c.wfs, c.statuses = append(c.ids, in.ID), append(c.wfs, in.Workflow), append(c.statuses, string(st.CreateStatus()))
+	c.inputs, c.parents, c.owners = append(c.inputs, in.Input), append(c.parents, in.Parent), append(c.owners, in.LeaseOwner)
+	c.epochs, c.expires = append(c.epochs, in.LeaseEpoch), append(c.expires, ns(in.LeaseExpires))
+	c.restarts = append(c.restarts, rowcodec.EncodeTimes(st.CreateRestarts()))
+	c.ttls, c.buckets = append(c.ttls, int64(st.LeaseTTL)), append(c.buckets, int32(persistence.BucketOf(in.ID)))
+	c.hlens = append(c.hlens, st.CreateHistoryLen())
+}
+
+func (c *mergedCreate) op(now int64) op {
+	return op{label: "insert instances", name: sqlCreateMerged, merged: true,
+		args: []any{c.ids, c.wfs, c.statuses, c.inputs, c.parents, c.owners, c.epochs, c.expires, c.restarts, c.ttls,
+			c.buckets, c.hlens, now, int64(len(c.ids))}}
 }
 
 // mergedUpdate gathers instance updates (see compiler.instance) as the
@@ -151,13 +185,13 @@ type mergedEvents struct {
 	payload                             [][]byte
 }
 
-func (e *mergedEvents) add(st *persistence.Step, now int64) {
+func (e *mergedEvents) add(id string, st *persistence.Step, now int64) {
 	for _, h := range st.History {
 		at := now
 		if !h.At.IsZero() {
 			at = h.At.UnixNano()
 		}
-		e.inst, e.seq, e.kind = append(e.inst, st.Instance), append(e.seq, h.Seq), append(e.kind, h.Kind)
+		e.inst, e.seq, e.kind = append(e.inst, id), append(e.seq, h.Seq), append(e.kind, h.Kind)
 		e.name, e.ref, e.payload = append(e.name, h.Name), append(e.ref, h.Ref), append(e.payload, h.Payload)
 		e.errs, e.at, e.digest = append(e.errs, h.Error), append(e.at, at), append(e.digest, h.Digest)
 	}

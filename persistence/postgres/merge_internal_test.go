@@ -37,7 +37,7 @@ func mergeInstances(t *testing.T, st *Store, ids ...string) {
 // applyAsOneBatch applies the steps concurrently in one transaction: the
 // store's one writer is held in a commit that waits for a row lock the
 // test holds until every step is queued behind it.
-func applyAsOneBatch(t *testing.T, st *Store, steps []persistence.Step) []error {
+func applyAsOneBatch(t *testing.T, st *Store, steps []persistence.Step) ([]persistence.StepResult, []error) {
 	t.Helper()
 	ctx := context.Background()
 	mergeInstances(t, st, "blocker")
@@ -60,10 +60,10 @@ func applyAsOneBatch(t *testing.T, st *Store, steps []persistence.Step) []error 
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
 		return err == nil && n == 1
 	})
-	errs := make([]error, len(steps))
+	errs, res := make([]error, len(steps)), make([]persistence.StepResult, len(steps))
 	var wg sync.WaitGroup
 	for i := range steps {
-		wg.Go(func() { _, errs[i] = st.Apply(ctx, steps[i]) })
+		wg.Go(func() { res[i], errs[i] = st.Apply(ctx, steps[i]) })
 	}
 	testutil.Eventually(t, 10*time.Second, "every step to queue", func() bool { return len(st.reqs) == len(steps) })
 	if err := tx.Commit(ctx); err != nil {
@@ -73,7 +73,12 @@ func applyAsOneBatch(t *testing.T, st *Store, steps []persistence.Step) []error 
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	return errs
+	return res, errs
+}
+
+func createStep(id string) persistence.Step {
+	return persistence.Step{Create: &persistence.Instance{ID: id, Workflow: "wf", LeaseOwner: "n", LeaseEpoch: 1},
+		LeaseTTL: time.Hour, History: []persistence.Event{{Seq: 0, Kind: "started", Payload: []byte(id)}}}
 }
 
 func appendStep(id string, epoch int64, seqs ...int64) persistence.Step {
@@ -103,7 +108,7 @@ func TestMergedAppends(t *testing.T) {
 	}))
 	defer remove()
 
-	ids := []string{"a0", "a1", "a2", "a3", "a4", "a5", "gap", "fenced", "done", "park", "e-none", "e-gap", "e-fenced", "e-done"}
+	ids := []string{"a0", "a1", "a2", "a3", "a4", "a5", "gap", "fenced", "done", "park", "e-none", "e-gap", "e-fenced", "e-done", "e-taken", "held"}
 	mergeInstances(t, st, ids...)
 	if _, err := st.Apply(context.Background(), persistence.Step{Instance: "done", Epoch: 1, Status: persistence.StatusCompleted,
 		History: []persistence.Event{{Seq: 1, Kind: "completed"}}}); err != nil {
@@ -139,6 +144,9 @@ func TestMergedAppends(t *testing.T) {
 		{"gap", appendStep("gap", 1, 5), persistence.ErrHistoryGap},
 		{"fenced", appendStep("fenced", 7, 1), persistence.ErrFenced},
 		{"done", appendStep("done", 1, 2), persistence.ErrInstanceDone},
+		// An ID taken: no error, the instance that holds it. (Without
+		// events, which would collide with the instance's.)
+		{"taken", persistence.Step{Create: &persistence.Instance{ID: "held", Workflow: "wf"}}, nil},
 	}
 	for _, f := range failing {
 		t.Run(f.name, func(t *testing.T) {
@@ -147,7 +155,11 @@ func TestMergedAppends(t *testing.T) {
 			end := appendStep("e-"+f.name, 1, 1)
 			end.Status, end.Output = persistence.StatusCompleted, []byte(`"out"`)
 			run = append(run, mergeCase{end.Instance, end, nil})
-			if f.want != nil {
+			// Instances are created, with their first events.
+			for k := range 4 {
+				run = append(run, mergeCase{"create", createStep(fmt.Sprintf("n-%s-%d", f.name, k)), nil})
+			}
+			if f.name != "none" {
 				// In the middle of the batch, which is in instance order.
 				run = append(run, f)
 			}
@@ -160,7 +172,17 @@ func TestMergedAppends(t *testing.T) {
 			mu.Unlock()
 			// A failed step has the next batches run guarded (not merged).
 			st.guarded.Store(0)
-			errs := applyAsOneBatch(t, st, steps)
+			reruns := st.reruns.Load()
+			res, errs := applyAsOneBatch(t, st, steps)
+			// The merged statements fail only for the failing step: the
+			// batch then runs again, once.
+			want := int64(1)
+			if f.name == "none" {
+				want = 0
+			}
+			if got := st.reruns.Load() - reruns; got != want {
+				t.Errorf("the batch ran again %d times, want %d", got, want)
+			}
 			mu.Lock()
 			if !slices.Contains(batches, len(steps)) {
 				t.Errorf("the steps did not share one transaction: batches %v", batches)
@@ -172,6 +194,10 @@ func TestMergedAppends(t *testing.T) {
 					t.Errorf("%s: %v", c.name, errs[i])
 				case c.want != nil && !errors.Is(errs[i], c.want):
 					t.Errorf("%s: err %v, want %v", c.name, errs[i], c.want)
+				case c.name == "create" && res[i].Existing != nil:
+					t.Errorf("%s: found taken", c.step.Create.ID)
+				case c.name == "taken" && (res[i].Existing == nil || res[i].Existing.ID != "held"):
+					t.Errorf("taken: result %+v", res[i])
 				}
 			}
 		})
@@ -203,6 +229,16 @@ func TestMergedAppends(t *testing.T) {
 		if err != nil || inst.Status != persistence.StatusCompleted || string(inst.Output) != `"out"` || inst.LeaseOwner != "" ||
 			inst.HistoryLen != 2 {
 			t.Errorf("e-%s ended as %+v, %v", f.name, inst, err)
+		}
+	}
+	for _, f := range failing {
+		for k := range 4 {
+			id := fmt.Sprintf("n-%s-%d", f.name, k)
+			inst, err := st.Instance(context.Background(), id)
+			h, _ := st.History(context.Background(), id, 0)
+			if err != nil || inst.HistoryLen != 1 || len(h) != 1 || inst.LeaseOwner != "n" || inst.Workflow != "wf" {
+				t.Errorf("%s created as %+v with %d events, %v", id, inst, len(h), err)
+			}
 		}
 	}
 	for id, n := range map[string]int{"gap": 1, "fenced": 1, "done": 2} {
@@ -255,24 +291,33 @@ func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 	for _, r := range batch {
 		r.ops = s.compile(r)
 	}
+	for _, id := range []string{"k1", "k2", "k3", "k4"} {
+		batch = append(batch, &writeReq{step: createStep(id)})
+	}
+	for _, r := range batch {
+		r.ops = s.compile(r)
+	}
 	// Fewer than mergeMin rows are not merged.
 	if first, last := s.mergeAppends(batch[:1]); first != nil || last != nil {
 		t.Errorf("one step merged: %+v, %+v", first, last)
 	}
 	first, last := s.mergeAppends(batch)
-	if len(first) != 1 || first[0].name != sqlUpdateMany || len(last) != 1 || last[0].name != sqlInsertEvents {
+	if len(first) != 2 || first[0].name != sqlCreateMerged || first[1].name != sqlUpdateMany || len(last) != 1 || last[0].name != sqlInsertEvents {
 		t.Fatalf("merged first %+v, last %+v", first, last)
 	}
-	if got := first[0].args[0].([]string); !slices.Equal(got, []string{"a", "b", "c", "p"}) {
+	if got := first[0].args[0].([]string); !slices.Equal(got, []string{"k1", "k2", "k3", "k4"}) {
+		t.Errorf("merged creations of %v", got)
+	}
+	if got := first[1].args[0].([]string); !slices.Equal(got, []string{"a", "b", "c", "p"}) {
 		t.Errorf("merged updates of %v, want a, b, c and p", got)
 	}
-	if got := first[0].args[2].([]string); !slices.Equal(got, []string{"", "", "", "waiting"}) {
+	if got := first[1].args[2].([]string); !slices.Equal(got, []string{"", "", "", "waiting"}) {
 		t.Errorf("merged statuses %v", got)
 	}
-	if got := last[0].args[0].([]string); !slices.Equal(got, []string{"a", "a", "b", "c", "p", "t"}) {
+	if got := last[0].args[0].([]string); !slices.Equal(got, []string{"a", "a", "b", "c", "p", "t", "k1", "k2", "k3", "k4"}) {
 		t.Errorf("merged events of %v", got)
 	}
-	if got := last[0].args[1].([]int64); !slices.Equal(got, []int64{1, 2, 3, 1, 4, 1}) {
+	if got := last[0].args[1].([]int64); !slices.Equal(got, []int64{1, 2, 3, 1, 4, 1, 0, 0, 0, 0}) {
 		t.Errorf("merged event seqs %v", got)
 	}
 	left := func(r *writeReq) (names []string) {
@@ -282,7 +327,7 @@ func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 		return names
 	}
 	for i, want := range [][]string{nil, nil, nil, nil, {sqlUpdateInstance, sqlInsertEvent},
-		{sqlUpdateInstance}, {sqlUpdateInstance, sqlInsertEvent}, {sqlUpdateInstance, sqlInsertEvent}} {
+		{sqlUpdateInstance}, {sqlUpdateInstance, sqlInsertEvent}, {sqlUpdateInstance, sqlInsertEvent}, nil, nil, nil, nil} {
 		if got := left(batch[i]); !slices.Equal(got, want) {
 			t.Errorf("step %d (%s) kept %v, want %v", i, batch[i].step.Instance, got, want)
 		}

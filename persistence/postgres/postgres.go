@@ -163,6 +163,9 @@ type Store struct {
 	// guarded counts down the batches that put every step in a savepoint
 	// (see guardedBatches).
 	guarded atomic.Int32
+	// reruns counts the batches that ran again, every step in a savepoint,
+	// after a step without one failed.
+	reruns atomic.Int64
 
 	// observers learn of commits besides opts.Commits (ObserveCommits).
 	observers persistence.CommitObservers

@@ -304,7 +304,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	for _, r := range batch {
 		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
 		r.ops = s.compile(r)
-		r.savepoint = multi && (guarded || mayFail(&r.step))
+		r.savepoint = multi && (guarded || mayFail(r))
 		sql += len(r.ops)
 		notify = notify || len(r.step.Emit) > 0
 	}
@@ -319,6 +319,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	// transaction, every step in a savepoint and nothing merged, as the
 	// next few batches will be.
 	guard := func() {
+		s.reruns.Add(1)
 		s.guarded.Store(guardedBatches)
 		for _, x := range batch {
 			x.res, x.err, x.retry = persistence.StepResult{}, nil, false
@@ -434,9 +435,13 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 const guardedBatches = 16
 
 // mayFail reports whether a step may fail in the normal course of things
-// (see guardedBatches).
-func mayFail(st *persistence.Step) bool {
-	if st.Create != nil || len(st.CreateMany) > 0 || len(st.Subscribe) > 0 || len(st.Claim) > 0 {
+// (see guardedBatches). A creation that writes nothing but the instance
+// and its events does not count: its ID taken costs the batch a second
+// run, with savepoints, and it can be merged with others (see
+// mergeAppends).
+func mayFail(r *writeReq) bool {
+	st := &r.step
+	if st.Create != nil && !plainCreate(r) || len(st.CreateMany) > 0 || len(st.Subscribe) > 0 || len(st.Claim) > 0 {
 		return true
 	}
 	for i := range st.Send {
@@ -445,6 +450,17 @@ func mayFail(st *persistence.Step) bool {
 		}
 	}
 	return false
+}
+
+// plainCreate reports whether a compiled step that creates writes nothing
+// but the instance and its events.
+func plainCreate(r *writeReq) bool {
+	for i := range r.ops {
+		if n := r.ops[i].name; n != sqlInsertInstance && n != sqlInsertEvent {
+			return false
+		}
+	}
+	return true
 }
 
 // ctl is a transaction control statement.
