@@ -37,14 +37,17 @@
 // step's conditions (the lease epoch, the history sequence, a message still
 // being there, ...) are checked inside its own statements, which raise an
 // error when they fail. A step that may fail in the normal course of things
-// (a creation whose ID may be taken, a subscription, a claim, a message that
-// must be delivered or is deduplicated) runs between SAVEPOINT and RELEASE:
-// when it fails the pipeline stops there, the writer rolls back to the
-// step's savepoint, settles it (with the error persistence.Step specifies)
-// and sends the rest of the batch. Any other step failing (a lost lease, a
-// lost lock conflict) takes the transaction with it: the writer runs the
-// batch again with every step in a savepoint, as it does the next few
-// batches.
+// (a creation that does more than insert its instance and events, a
+// subscription, a claim, a message that must be delivered or is
+// deduplicated) runs between SAVEPOINT and RELEASE: when it fails the
+// pipeline stops there, the writer rolls back to the step's savepoint,
+// settles it (with the error persistence.Step specifies) and sends the rest
+// of the batch. The other steps of a batch of several give their instance
+// inserts and updates to one statement each, from arrays, before their
+// other statements, and their events to one after them. Any of those steps
+// failing (an ID taken, a lost lease, a lost lock conflict) takes the
+// transaction with it: the writer runs the batch again with every step in a
+// savepoint and nothing merged, as it does the next few batches.
 // Writers run in parallel on their own connections; steps in a batch are
 // ordered by instance ID so batches lock rows in the same order.
 //

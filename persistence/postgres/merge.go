@@ -146,7 +146,7 @@ func (c *mergedCreate) add(st *persistence.Step) {
 func (c *mergedCreate) op(now int64) op {
 	return op{label: "insert instances", name: sqlCreateMerged, merged: true,
 		args: []any{c.ids, c.wfs, c.statuses, c.inputs, c.parents, c.owners, c.epochs, c.expires, c.restarts, c.ttls,
-			c.buckets, c.hlens, now, int64(len(c.ids))}}
+			c.buckets, c.hlens, now}}
 }
 
 // mergedUpdate gathers instance updates (see compiler.instance) as the

@@ -338,20 +338,18 @@ var statements = map[string]string{
 	// workflows, $3 statuses, $4 inputs, $5 parents, $6 lease owners, $7
 	// epochs, $8 lease expiry, $9 restart logs, $10 lease TTLs (if
 	// positive, the lease expires that long after the server's now instead
-	// of at $8), $11 buckets, $12 history lengths; $13 now, $14 how many
-	// must be inserted (an ID taken fails the statement). Each row is what
-	// sqlInsertInstance inserts.
-	sqlCreateMerged: `WITH ins AS (
-		INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
+	// of at $8), $11 buckets, $12 history lengths; $13 now. Each row is what
+	// sqlInsertInstance inserts. A plain insert, not ON CONFLICT (whose
+	// speculative insertion costs more): an ID taken fails the statement,
+	// as it should (see mergeAppends).
+	sqlCreateMerged: `INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
 			run, history_len, created_at, updated_at, bucket)
 		SELECT v.id, v.wf, v.st, v.input, v.parent, NULLIF(v.owner, ''), v.epoch,
 			CASE WHEN v.ttl > 0 THEN ` + serverNowNS + ` + v.ttl ELSE v.expires END,
 			v.restarts, 0, v.hlen, $13::bigint, $13::bigint, v.bucket
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
 			$9::text[], $10::bigint[], $11::integer[], $12::bigint[])
-			AS v(id, wf, st, input, parent, owner, epoch, expires, restarts, ttl, bucket, hlen)
-		ON CONFLICT (id) DO NOTHING RETURNING 1)
-		SELECT norn_check((SELECT count(*) FROM ins) = $14::bigint, '` + checkExists + `', '')`,
+			AS v(id, wf, st, input, parent, owner, epoch, expires, restarts, ttl, bucket, hlen)`,
 	// Merged updates (see mergeAppends), one row per step: $1 ids, $2
 	// events appended, $3 new status or '', $4 set output and error to $5
 	// and $6, $7 give up the lease, $8 epochs, $9 expected history lengths
