@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nornlabs/norn/persistence"
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
@@ -10,18 +12,21 @@ import (
 // a status, the output and the lease given up) and insert a few events.
 // One statement per row costs the server more in statement overhead (bind,
 // executor start, the check) than in writing, so a batch of several steps
-// writes those with two statements: one UPDATE of every such instance
-// (from arrays) before the steps' other statements, one INSERT of their
-// events after them.
+// writes those with a few statements built from arrays: the new instances
+// and one UPDATE of every such instance before the steps' other
+// statements; one INSERT of their events, and the drop of the mail of the
+// instances that end (claimed messages given back), after them.
 //
 // Only steps that run without a savepoint take part, and only one step per
 // instance, so the batch stays the same as some order of its steps: the
 // updates are what those steps do first anyway, and no other statement of
 // the batch writes those rows; no statement of a batch reads history, and
 // a step that resets its history still deletes it before the merged insert
-// adds the new run's events. Steps that take a lease, reopen, reset or
-// count a restart keep their own statement (they are rare, and their
-// conditions differ).
+// adds the new run's events. An instance that ends has ended from the
+// start of the batch, so no step sends to it, and its mail is dropped at
+// the end, with any copy of a message published to it meanwhile. Steps
+// that take a lease, reopen, reset or count a restart keep their own
+// statement (they are rare, and their conditions differ).
 //
 // If a merged statement finds a condition failed (a step fenced, its
 // instance ended, an event's position taken), the transaction fails and
@@ -50,24 +55,26 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 		id, _ := r.step.Target()
 		return !r.savepoint && id != "" && targets[id] == 1 && len(r.step.CreateMany) == 0
 	}
-	crs, ups, evs := 0, 0, 0
+	crs, ups, evs, ends := 0, 0, 0, 0
 	for _, r := range batch {
 		if mergeable(r) {
 			crs += countOps(r.ops, sqlInsertInstance)
+			ends += countOps(r.ops, sqlDropMailbox)
 			if mergesUpdate(&r.step) {
 				ups += countOps(r.ops, sqlUpdateInstance)
 			}
 			evs += countOps(r.ops, sqlInsertEvent)
 		}
 	}
-	mergeCr, mergeUp, mergeEv := crs >= mergeMin, ups >= mergeMin, evs >= mergeMin
-	if !mergeCr && !mergeUp && !mergeEv {
+	mergeCr, mergeUp, mergeEv, mergeEnd := crs >= mergeMin, ups >= mergeMin, evs >= mergeMin, ends >= mergeMin
+	if !mergeCr && !mergeUp && !mergeEv && !mergeEnd {
 		return nil, nil
 	}
 	now := s.now().UnixNano()
 	var cr mergedCreate
 	var up mergedUpdate
 	var ev mergedEvents
+	end := mergedEnds{steps: map[string]*writeReq{}}
 	for _, r := range batch {
 		if !mergeable(r) {
 			continue
@@ -79,6 +86,8 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 			switch {
 			case mergeCr && o.name == sqlInsertInstance:
 				cr.add(st)
+			case mergeEnd && o.name == sqlDropMailbox:
+				end.add(id, r)
 			case mergeUp && o.name == sqlUpdateInstance && mergesUpdate(st):
 				up.add(st)
 			case mergeEv && o.name == sqlInsertEvent:
@@ -92,6 +101,7 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 				kept = append(kept, o)
 			}
 		}
+		r.merged = len(kept) < len(r.ops)
 		r.ops = kept
 	}
 	if len(cr.ids) > 0 {
@@ -102,6 +112,9 @@ func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
 	}
 	if len(ev.inst) > 0 {
 		last = append(last, ev.op())
+	}
+	if len(end.ids) > 0 {
+		last = append(last, end.op())
 	}
 	return first, last
 }
@@ -176,6 +189,42 @@ func (u *mergedUpdate) op(now int64) op {
 	return op{label: "update instances", name: sqlUpdateMany, merged: true,
 		args: []any{u.ids, u.added, u.statuses, u.setOut, u.outputs, u.errs, u.release, u.epochs, u.exp, u.sw, u.waits,
 			now, int64(len(u.ids))}}
+}
+
+// mergedEnds gathers the instances whose end drops their mail (see
+// compiler.end) for sqlDropMailboxes, and gives each step the messages it
+// returned to their queues.
+type mergedEnds struct {
+	ids   []string
+	steps map[string]*writeReq
+}
+
+func (e *mergedEnds) add(id string, r *writeReq) {
+	e.ids = append(e.ids, id)
+	e.steps[id] = r
+}
+
+func (e *mergedEnds) op() op {
+	return op{label: "drop ended instances' mail", name: sqlDropMailboxes, merged: true, args: []any{e.ids}, read: e.readRequeued}
+}
+
+// readRequeued gives each step the messages its instance gave back to
+// their queues, as compiler.readRequeued does for one.
+func (e *mergedEnds) readRequeued(br pgx.BatchResults) error {
+	rows, _ := br.Query()
+	defer rows.Close()
+	for rows.Next() {
+		var owner string
+		var q persistence.QueuedMessage
+		if err := rows.Scan(&owner, &q.Channel, &q.Type, &q.Subscribers); err != nil {
+			return err
+		}
+		if r := e.steps[owner]; r != nil && len(q.Subscribers) > 0 {
+			r.res.Woken = append(r.res.Woken, q.Subscribers...)
+			r.res.Queued = append(r.res.Queued, q)
+		}
+	}
+	return rows.Err()
 }
 
 // mergedEvents gathers history inserts as the columns of sqlInsertEvents.

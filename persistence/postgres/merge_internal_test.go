@@ -114,6 +114,28 @@ func TestMergedAppends(t *testing.T) {
 		History: []persistence.Event{{Seq: 1, Kind: "completed"}}}); err != nil {
 		t.Fatal(err)
 	}
+	// e-none holds mail of its own and a message it claimed from a queue
+	// that "sub" also consumes: its end drops the one and gives the other
+	// back, naming sub to wake.
+	ctx := context.Background()
+	mergeInstances(t, st, "sub")
+	for _, id := range []string{"e-none", "sub"} {
+		if _, err := st.Apply(ctx, persistence.Step{Instance: id, Epoch: 1,
+			Subscribe: []persistence.Subscription{{Channel: "q", Mode: persistence.Competing}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Apply(ctx, persistence.Step{Send: []persistence.NewMessage{{ID: "queued", Channel: "q"}, {ID: "mail", Target: "e-none"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var queued int64
+	if err := st.Pool().QueryRow(ctx, `SELECT seq FROM messages WHERE msg_id = 'queued'`).Scan(&queued); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Apply(ctx, persistence.Step{Instance: "e-none", Epoch: 1, Claim: []int64{queued}}); err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+
 	// Each round: the appending steps (a0 to a5 and park, each after what
 	// the rounds before appended), with one failing step or none.
 	next := map[string]int64{}
@@ -155,6 +177,14 @@ func TestMergedAppends(t *testing.T) {
 			end := appendStep("e-"+f.name, 1, 1)
 			end.Status, end.Output = persistence.StatusCompleted, []byte(`"out"`)
 			run = append(run, mergeCase{end.Instance, end, nil})
+			// Enough ends to be merged.
+			for k := range 3 {
+				id := fmt.Sprintf("x-%s-%d", f.name, k)
+				mergeInstances(t, st, id)
+				x := appendStep(id, 1, 1)
+				x.Status = persistence.StatusFailed
+				run = append(run, mergeCase{id, x, nil})
+			}
 			// Instances are created, with their first events.
 			for k := range 4 {
 				run = append(run, mergeCase{"create", createStep(fmt.Sprintf("n-%s-%d", f.name, k)), nil})
@@ -198,6 +228,8 @@ func TestMergedAppends(t *testing.T) {
 					t.Errorf("%s: found taken", c.step.Create.ID)
 				case c.name == "taken" && (res[i].Existing == nil || res[i].Existing.ID != "held"):
 					t.Errorf("taken: result %+v", res[i])
+				case c.name == "e-none" && (!slices.Equal(res[i].Woken, []string{"sub"}) || len(res[i].Queued) != 1 || res[i].Queued[0].Channel != "q"):
+					t.Errorf("e-none: the message it gave back, in its result: %+v", res[i])
 				}
 			}
 		})
@@ -240,6 +272,25 @@ func TestMergedAppends(t *testing.T) {
 				t.Errorf("%s created as %+v with %d events, %v", id, inst, len(h), err)
 			}
 		}
+	}
+	var left []string
+	rows, err := st.Pool().Query(ctx, `SELECT msg_id || ':' || COALESCE(target, '') FROM messages ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, m)
+	}
+	if rows.Close(); !slices.Equal(left, []string{"queued:"}) {
+		t.Errorf("messages after the ends: %v, want the claimed one back in its queue", left)
+	}
+	var subs int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM subscriptions WHERE instance_id LIKE 'e-%'`).Scan(&subs); err != nil || subs != 0 {
+		t.Errorf("ended instances keep %d subscriptions (%v)", subs, err)
 	}
 	for id, n := range map[string]int{"gap": 1, "fenced": 1, "done": 2} {
 		if h, _ := st.History(context.Background(), id, 0); len(h) != n {

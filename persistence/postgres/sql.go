@@ -65,6 +65,7 @@ const (
 	sqlInsertEvent    = "norn_insert_event"
 	sqlUpdateMany     = "norn_update_many"
 	sqlCreateMerged   = "norn_create_merged"
+	sqlDropMailboxes  = "norn_drop_mailboxes"
 	sqlInsertEvents   = "norn_insert_events"
 	sqlCreateMany     = "norn_create_many"
 	sqlCreateConflict = "norn_create_conflict"
@@ -214,12 +215,15 @@ func competingWindow(channel, key, upTo string) string {
 // channel r.channel by instance $1, as an array: the subscribers after $1,
 // so that what each instance gives back names others. except leaves $1
 // out.
-func requeuedSubs(except bool) string {
+func requeuedSubs(except bool) string { return requeuedSubsOf("$1::text", except) }
+
+// requeuedSubsOf is requeuedSubs for the instance key.
+func requeuedSubsOf(key string, except bool) string {
 	upTo := "<="
 	if except {
 		upTo = "<"
 	}
-	return `COALESCE((SELECT array_agg(x.instance_id) FROM (` + competingWindow("r.channel", "$1::text", upTo) + `) x), '{}')`
+	return `COALESCE((SELECT array_agg(x.instance_id) FROM (` + competingWindow("r.channel", key, upTo) + `) x), '{}')`
 }
 
 var maxQueuedSubs = strconv.Itoa(persistence.MaxQueuedSubscribers)
@@ -565,6 +569,19 @@ var statements = map[string]string{
 	sqlDropMailbox: `WITH d AS (DELETE FROM messages WHERE target = $1::text AND NOT claimed),
 		r AS (UPDATE messages SET target = NULL, claimed = false WHERE target = $1::text AND claimed RETURNING channel, type)
 		SELECT r.channel, r.type, ` + requeuedSubs(true) + ` FROM r`,
+	// Merged drops of ended instances' mail (see mergeAppends):
+	// sqlDropMailbox for the instances $1, each returned message with the
+	// instance that had claimed it. Each instance's sqlEndInstance runs
+	// before, in its step: a broadcast publish holds its subscribers' rows
+	// (FOR KEY SHARE), so that delete may wait for one to commit, and this
+	// statement, with a snapshot taken after the wait, drops the copy it
+	// left. (Deleting the subscriptions here as well, at the end of the
+	// transaction, had batches that ended instances and published wait for
+	// one another until the server broke the deadlock.)
+	sqlDropMailboxes: `WITH d AS (DELETE FROM messages WHERE target = ANY($1::text[]) AND NOT claimed),
+		r AS (UPDATE messages m SET target = NULL, claimed = false FROM unnest($1::text[]) AS o(owner)
+			WHERE m.target = o.owner AND m.claimed RETURNING o.owner, m.channel, m.type)
+		SELECT r.owner, r.channel, r.type, ` + requeuedSubsOf("r.owner", true) + ` FROM r`,
 	// $1 instance, $2 seqs: the queued messages to move into its mailbox.
 	// A message another transaction is consuming or claiming is skipped,
 	// not waited for: a claim is best effort.

@@ -34,6 +34,9 @@ type writeReq struct {
 	// savepoint: in a batch of several, the step runs in a savepoint of
 	// its own (see mayFail).
 	savepoint bool
+	// merged: some of the step's writes are in the batch's merged
+	// statements (see mergeAppends), which need its locks all the same.
+	merged bool
 	// used marks the Dedupe messages of step.Send (by index) whose ID
 	// turned out to be used: they are left out from then on.
 	used map[int]bool
@@ -81,7 +84,7 @@ func lockHash(name string) int32 {
 func batchLocks(s *Store, batch []*writeReq) (op, bool) {
 	all := map[lockKey]bool{}
 	for _, r := range batch {
-		if len(r.ops) == 0 {
+		if len(r.ops) == 0 && !r.merged {
 			continue
 		}
 		for k, x := range r.locks {
@@ -303,7 +306,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	notify := false
 	for _, r := range batch {
 		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
-		r.ops = s.compile(r)
+		r.ops, r.merged = s.compile(r), false
 		r.savepoint = multi && (guarded || mayFail(r))
 		sql += len(r.ops)
 		notify = notify || len(r.step.Emit) > 0
@@ -324,7 +327,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		for _, x := range batch {
 			x.res, x.err, x.retry = persistence.StepResult{}, nil, false
 			x.ops = s.compile(x)
-			x.savepoint = true
+			x.savepoint, x.merged = true, false
 		}
 		first, last = nil, nil
 	}
