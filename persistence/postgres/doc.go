@@ -47,7 +47,8 @@
 // other statements, and their events to one after them. Any of those steps
 // failing (an ID taken, a lost lease, a lost lock conflict) takes the
 // transaction with it: the writer runs the batch again with every step in a
-// savepoint and nothing merged, as it does the next few batches.
+// savepoint and nothing merged, and, unless an ID was taken, the next few
+// batches too.
 // Writers run in parallel on their own connections; steps in a batch are
 // ordered by instance ID so batches lock rows in the same order.
 //

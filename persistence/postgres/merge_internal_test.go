@@ -213,6 +213,11 @@ func TestMergedAppends(t *testing.T) {
 			if got := st.reruns.Load() - reruns; got != want {
 				t.Errorf("the batch ran again %d times, want %d", got, want)
 			}
+			// A failed step has the next batches run guarded too, but an
+			// ID taken does not.
+			if g := st.guarded.Load(); (g > 0) != (want > 0 && f.name != "taken") {
+				t.Errorf("after %s, %d batches to run guarded", f.name, g)
+			}
 			mu.Lock()
 			if !slices.Contains(batches, len(steps)) {
 				t.Errorf("the steps did not share one transaction: batches %v", batches)

@@ -319,11 +319,14 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		first, last = s.mergeAppends(batch)
 	}
 	// guard applies the whole batch again from the start of a new
-	// transaction, every step in a savepoint and nothing merged, as the
-	// next few batches will be.
-	guard := func() {
+	// transaction, every step in a savepoint and nothing merged; sticky,
+	// the next few batches too. An ID taken is not sticky: it says nothing
+	// about the next batches, and idempotent spawns may take one often.
+	guard := func(sticky bool) {
 		s.reruns.Add(1)
-		s.guarded.Store(guardedBatches)
+		if sticky {
+			s.guarded.Store(guardedBatches)
+		}
 		for _, x := range batch {
 			x.res, x.err, x.retry = persistence.StepResult{}, nil, false
 			x.ops = s.compile(x)
@@ -352,7 +355,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		if o.merged && errors.As(err, &pe) {
 			// A step of the merged writes failed, and the transaction
 			// with it: find which, each step on its own.
-			guard()
+			guard(o.name != sqlCreateMerged)
 			next = 0
 			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
 			continue
@@ -384,7 +387,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		if multi && !r.savepoint {
 			// A step without a savepoint failed, and the transaction with
 			// it.
-			guard()
+			guard(o.name != sqlInsertInstance)
 			next = 0
 			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
 			continue
