@@ -40,11 +40,12 @@ import (
 // four, 1,359–1,378).
 const mergeMin = 4
 
-// mergeAppends takes the instance updates and the history inserts out of
-// batch's steps that run without a savepoint, and returns the statements
-// that write them all: first to run before the steps' statements, last
-// after them; none if too few to be worth it.
-func (s *Store) mergeAppends(batch []*writeReq) (first, last []op) {
+// mergeWrites takes the creations, instance updates, history inserts and
+// mail drops out of batch's steps that run without a savepoint, and
+// returns the statements that write them all: first to run before the
+// steps' statements, last after them; a kind with fewer than mergeMin rows
+// stays with its steps.
+func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 	targets := make(map[string]int, len(batch))
 	for _, r := range batch {
 		if id, _ := r.step.Target(); id != "" {

@@ -92,7 +92,7 @@ func appendStep(id string, epoch int64, seqs ...int64) persistence.Step {
 // A batch of appends writes them with merged statements; steps of it that
 // fail (fenced, out of place, ended) fail on their own with the error
 // they get alone, and every other step commits, whole.
-func TestMergedAppends(t *testing.T) {
+func TestMergedWrites(t *testing.T) {
 	url := testutil.PostgresURL(t)
 	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 512})
 	if err != nil {
@@ -324,11 +324,11 @@ type observeFunc func(persistence.CommitInfo)
 
 func (f observeFunc) ObserveCommit(c persistence.CommitInfo) { f(c) }
 
-// mergeAppends takes out of the batch only what it may: the updates and
+// mergeWrites takes out of the batch only what it may: the updates and
 // events of steps without a savepoint, one step per instance, but not the
 // update of a step that takes a lease (its events are), and only enough
 // rows to be worth a statement.
-func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
+func TestMergeWritesTakesWhatItMay(t *testing.T) {
 	s := &Store{}
 	park := appendStep("p", 1, 4)
 	park.Status = persistence.StatusWaiting
@@ -354,10 +354,10 @@ func TestMergeAppendsTakesOnlyAppends(t *testing.T) {
 		r.ops = s.compile(r)
 	}
 	// Fewer than mergeMin rows are not merged.
-	if first, last := s.mergeAppends(batch[:1]); first != nil || last != nil {
+	if first, last := s.mergeWrites(batch[:1]); first != nil || last != nil {
 		t.Errorf("one step merged: %+v, %+v", first, last)
 	}
-	first, last := s.mergeAppends(batch)
+	first, last := s.mergeWrites(batch)
 	if len(first) != 2 || first[0].name != sqlCreateMerged || first[1].name != sqlUpdateMany || len(last) != 1 || last[0].name != sqlInsertEvents {
 		t.Fatalf("merged first %+v, last %+v", first, last)
 	}

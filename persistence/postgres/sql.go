@@ -338,14 +338,14 @@ var statements = map[string]string{
 		VALUES ($1::text, $2::bigint, $3::text, $4::text, $5::text, $6::bytea, $7::text, $8::bigint, $9::text)`,
 	sqlResetHistory: `DELETE FROM history WHERE instance_id = $1::text`,
 
-	// Merged creations (see mergeAppends), one row per step: $1 ids, $2
+	// Merged creations (see mergeWrites), one row per step: $1 ids, $2
 	// workflows, $3 statuses, $4 inputs, $5 parents, $6 lease owners, $7
 	// epochs, $8 lease expiry, $9 restart logs, $10 lease TTLs (if
 	// positive, the lease expires that long after the server's now instead
 	// of at $8), $11 buckets, $12 history lengths; $13 now. Each row is what
 	// sqlInsertInstance inserts. A plain insert, not ON CONFLICT (whose
 	// speculative insertion costs more): an ID taken fails the statement,
-	// as it should (see mergeAppends).
+	// as it should (see mergeWrites).
 	sqlCreateMerged: `INSERT INTO instances (id, workflow, status, input, parent, lease_owner, lease_epoch, lease_expires, restart_log,
 			run, history_len, created_at, updated_at, bucket)
 		SELECT v.id, v.wf, v.st, v.input, v.parent, NULLIF(v.owner, ''), v.epoch,
@@ -354,7 +354,7 @@ var statements = map[string]string{
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[], $7::bigint[], $8::bigint[],
 			$9::text[], $10::bigint[], $11::integer[], $12::bigint[])
 			AS v(id, wf, st, input, parent, owner, epoch, expires, restarts, ttl, bucket, hlen)`,
-	// Merged updates (see mergeAppends), one row per step: $1 ids, $2
+	// Merged updates (see mergeWrites), one row per step: $1 ids, $2
 	// events appended, $3 new status or '', $4 set output and error to $5
 	// and $6, $7 give up the lease, $8 epochs, $9 expected history lengths
 	// (-1: none), $10 set waits to $11; $12 now, $13 how many rows must
@@ -569,7 +569,7 @@ var statements = map[string]string{
 	sqlDropMailbox: `WITH d AS (DELETE FROM messages WHERE target = $1::text AND NOT claimed),
 		r AS (UPDATE messages SET target = NULL, claimed = false WHERE target = $1::text AND claimed RETURNING channel, type)
 		SELECT r.channel, r.type, ` + requeuedSubs(true) + ` FROM r`,
-	// Merged drops of ended instances' mail (see mergeAppends):
+	// Merged drops of ended instances' mail (see mergeWrites):
 	// sqlDropMailbox for the instances $1, each returned message with the
 	// instance that had claimed it. Each instance's sqlEndInstance runs
 	// before, in its step: a broadcast publish holds its subscribers' rows

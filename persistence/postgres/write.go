@@ -35,7 +35,7 @@ type writeReq struct {
 	// its own (see mayFail).
 	savepoint bool
 	// merged: some of the step's writes are in the batch's merged
-	// statements (see mergeAppends), which need its locks all the same.
+	// statements (see mergeWrites), which need its locks all the same.
 	merged bool
 	// used marks the Dedupe messages of step.Send (by index) whose ID
 	// turned out to be used: they are left out from then on.
@@ -132,7 +132,7 @@ type op struct {
 	req       *writeReq // nil for transaction control
 	follow    bool      // settles a failed step (see check)
 	batchLock bool      // takes the batch's advisory locks
-	merged    bool      // writes for several steps (see mergeAppends)
+	merged    bool      // writes for several steps (see mergeWrites)
 	label     string    // what the statement does, for error messages
 	name      string    // prepared statement
 	args      []any
@@ -314,9 +314,9 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	if sql == 0 {
 		return nil // nothing to write: empty steps, or only known duplicates to send
 	}
-	var first, last []op // merged writes (see mergeAppends)
+	var first, last []op // merged writes (see mergeWrites)
 	if multi && !guarded {
-		first, last = s.mergeAppends(batch)
+		first, last = s.mergeWrites(batch)
 	}
 	// guard applies the whole batch again from the start of a new
 	// transaction, every step in a savepoint and nothing merged; sticky,
@@ -444,7 +444,7 @@ const guardedBatches = 16
 // (see guardedBatches). A creation that writes nothing but the instance
 // and its events does not count: its ID taken costs the batch a second
 // run, with savepoints, and it can be merged with others (see
-// mergeAppends).
+// mergeWrites).
 func mayFail(r *writeReq) bool {
 	st := &r.step
 	if st.Create != nil && !plainCreate(r) || len(st.CreateMany) > 0 || len(st.Subscribe) > 0 || len(st.Claim) > 0 {
@@ -483,7 +483,7 @@ func (s *Store) beginOps(batch []*writeReq) []op {
 }
 
 // pipeline is one round trip of runTx: pre (what starts or resumes the
-// transaction), the merged writes that go first (see mergeAppends), the
+// transaction), the merged writes that go first (see mergeWrites), the
 // steps of batch, those with a savepoint between SAVEPOINT and RELEASE,
 // the merged writes that go last (a pipeline that failed stopped before
 // them), the relayers' NOTIFY, and COMMIT.
