@@ -4,7 +4,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nornlabs/norn/persistence"
-	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
 // Merged writes. Most steps of a busy batch write their instance's row
@@ -71,11 +70,12 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 	if !mergeCr && !mergeUp && !mergeEv && !mergeEnd {
 		return nil, nil
 	}
-	now := s.now().UnixNano()
+	t := s.now()
+	now := t.UnixNano()
 	var cr mergedCreate
 	var up mergedUpdate
-	var ev mergedEvents
-	end := mergedEnds{steps: map[string]*writeReq{}}
+	var ev eventCols
+	var end mergedEnds
 	for _, r := range batch {
 		if !mergeable(r) {
 			continue
@@ -95,7 +95,7 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 				// compiler.history adds one per event: all of them go in
 				// at the first.
 				if !added {
-					ev.add(id, st, now)
+					ev.add(id, st.History, t)
 					added = true
 				}
 			default:
@@ -112,7 +112,7 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 		first = append(first, up.op(now))
 	}
 	if len(ev.inst) > 0 {
-		last = append(last, ev.op())
+		last = append(last, op{label: "append history", name: sqlInsertEvents, merged: true, args: ev.args()})
 	}
 	if len(end.ids) > 0 {
 		last = append(last, end.op())
@@ -138,8 +138,7 @@ func countOps(ops []op, name string) int {
 	return n
 }
 
-// mergedCreate gathers creations (see compiler.create) as the columns of
-// sqlCreateMerged.
+// mergedCreate gathers creations as the columns of sqlCreateMerged.
 type mergedCreate struct {
 	ids, wfs, statuses, parents, owners, restarts []string
 	inputs                                        [][]byte
@@ -148,13 +147,11 @@ type mergedCreate struct {
 }
 
 func (c *mergedCreate) add(st *persistence.Step) {
-	in := st.Create
-	c.ids, c.wfs, c.statuses = append(c.ids, in.ID), append(c.wfs, in.Workflow), append(c.statuses, string(st.CreateStatus()))
-	c.inputs, c.parents, c.owners = append(c.inputs, in.Input), append(c.parents, in.Parent), append(c.owners, in.LeaseOwner)
-	c.epochs, c.expires = append(c.epochs, in.LeaseEpoch), append(c.expires, ns(in.LeaseExpires))
-	c.restarts = append(c.restarts, rowcodec.EncodeTimes(st.CreateRestarts()))
-	c.ttls, c.buckets = append(c.ttls, int64(st.LeaseTTL)), append(c.buckets, int32(persistence.BucketOf(in.ID)))
-	c.hlens = append(c.hlens, st.CreateHistoryLen())
+	row := createRowOf(st)
+	c.ids, c.wfs, c.statuses = append(c.ids, row.id), append(c.wfs, row.wf), append(c.statuses, row.status)
+	c.inputs, c.parents, c.owners = append(c.inputs, row.input), append(c.parents, row.parent), append(c.owners, row.owner)
+	c.epochs, c.expires, c.restarts = append(c.epochs, row.epoch), append(c.expires, row.expires), append(c.restarts, row.restarts)
+	c.ttls, c.buckets, c.hlens = append(c.ttls, row.ttl), append(c.buckets, row.bucket), append(c.hlens, row.hlen)
 }
 
 func (c *mergedCreate) op(now int64) op {
@@ -201,6 +198,9 @@ type mergedEnds struct {
 }
 
 func (e *mergedEnds) add(id string, r *writeReq) {
+	if e.steps == nil {
+		e.steps = map[string]*writeReq{}
+	}
 	e.ids = append(e.ids, id)
 	e.steps[id] = r
 }
@@ -220,34 +220,9 @@ func (e *mergedEnds) readRequeued(br pgx.BatchResults) error {
 		if err := rows.Scan(&owner, &q.Channel, &q.Type, &q.Subscribers); err != nil {
 			return err
 		}
-		if r := e.steps[owner]; r != nil && len(q.Subscribers) > 0 {
-			r.res.Woken = append(r.res.Woken, q.Subscribers...)
-			r.res.Queued = append(r.res.Queued, q)
+		if r := e.steps[owner]; r != nil {
+			requeued(&r.res, q)
 		}
 	}
 	return rows.Err()
-}
-
-// mergedEvents gathers history inserts as the columns of sqlInsertEvents.
-type mergedEvents struct {
-	inst, kind, name, ref, errs, digest []string
-	seq, at                             []int64
-	payload                             [][]byte
-}
-
-func (e *mergedEvents) add(id string, st *persistence.Step, now int64) {
-	for _, h := range st.History {
-		at := now
-		if !h.At.IsZero() {
-			at = h.At.UnixNano()
-		}
-		e.inst, e.seq, e.kind = append(e.inst, id), append(e.seq, h.Seq), append(e.kind, h.Kind)
-		e.name, e.ref, e.payload = append(e.name, h.Name), append(e.ref, h.Ref), append(e.payload, h.Payload)
-		e.errs, e.at, e.digest = append(e.errs, h.Error), append(e.at, at), append(e.digest, h.Digest)
-	}
-}
-
-func (e *mergedEvents) op() op {
-	return op{label: "append history", name: sqlInsertEvents, merged: true,
-		args: []any{e.inst, e.seq, e.kind, e.name, e.ref, e.payload, e.errs, e.at, e.digest}}
 }

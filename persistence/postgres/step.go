@@ -92,11 +92,10 @@ func (c *compiler) create() {
 	if in == nil {
 		return
 	}
-	r, cid := c.r, in.ID
+	r, cid, row := c.r, in.ID, createRowOf(step)
 	c.add(op{label: "insert instance", name: sqlInsertInstance,
-		args: []any{in.ID, in.Workflow, string(step.CreateStatus()), in.Input, in.Parent, in.LeaseOwner, in.LeaseEpoch, ns(in.LeaseExpires),
-			c.now.UnixNano(), rowcodec.EncodeTimes(step.CreateRestarts()), int64(step.LeaseTTL), int32(persistence.BucketOf(in.ID)),
-			step.CreateHistoryLen()},
+		args: []any{row.id, row.wf, row.status, row.input, row.parent, row.owner, row.epoch, row.expires,
+			c.now.UnixNano(), row.restarts, row.ttl, row.bucket, row.hlen},
 		check: func(*pgconn.PgError) (error, *op) {
 			return nil, &op{req: r, follow: true, label: "read existing instance", name: sqlInstance, args: []any{cid},
 				read: func(br pgx.BatchResults) error {
@@ -110,6 +109,47 @@ func (c *compiler) create() {
 		}})
 }
 
+// createRow is the row a step that creates inserts (see Step.Create), for
+// sqlInsertInstance and, merged, sqlCreateMerged.
+type createRow struct {
+	id, wf, status, parent, owner, restarts string
+	input                                   []byte
+	epoch, expires, ttl, hlen               int64
+	bucket                                  int32
+}
+
+func createRowOf(st *persistence.Step) createRow {
+	in := st.Create
+	return createRow{id: in.ID, wf: in.Workflow, status: string(st.CreateStatus()), parent: in.Parent, owner: in.LeaseOwner,
+		restarts: rowcodec.EncodeTimes(st.CreateRestarts()), input: in.Input, epoch: in.LeaseEpoch, expires: ns(in.LeaseExpires),
+		ttl: int64(st.LeaseTTL), hlen: st.CreateHistoryLen(), bucket: int32(persistence.BucketOf(in.ID))}
+}
+
+// eventCols are events as the array columns of the statements that insert
+// many (sqlCreateMany, sqlInsertEvents), in their order.
+type eventCols struct {
+	inst, kind, name, ref, errs, digest []string
+	seq, at                             []int64
+	payload                             [][]byte
+}
+
+// add appends id's events; one without a time gets now.
+func (e *eventCols) add(id string, events []persistence.Event, now time.Time) {
+	for _, h := range events {
+		at := h.At
+		if at.IsZero() {
+			at = now
+		}
+		e.inst, e.seq, e.kind = append(e.inst, id), append(e.seq, h.Seq), append(e.kind, h.Kind)
+		e.name, e.ref, e.payload = append(e.name, h.Name), append(e.ref, h.Ref), append(e.payload, h.Payload)
+		e.errs, e.at, e.digest = append(e.errs, h.Error), append(e.at, at.UnixNano()), append(e.digest, h.Digest)
+	}
+}
+
+func (e *eventCols) args() []any {
+	return []any{e.inst, e.seq, e.kind, e.name, e.ref, e.payload, e.errs, e.at, e.digest}
+}
+
 // createMany inserts the instances of Step.CreateMany and their first
 // events with one statement, and fails the step if an ID it found taken
 // belongs to another workflow.
@@ -118,17 +158,11 @@ func (c *compiler) createMany() {
 	if len(many) == 0 {
 		return
 	}
-	n, events := len(many), 0
-	for i := range many {
-		events += len(many[i].History)
-	}
+	n := len(many)
 	ids, wfs, sts, inputs, parents := make([]string, n), make([]string, n), make([]string, n), make([][]byte, n), make([]string, n)
 	owners, epochs, expires, restarts := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
 	hlens, buckets := make([]int64, n), make([]int32, n)
-	evInst, evSeq, evKind, evName, evRef := make([]string, 0, events), make([]int64, 0, events), make([]string, 0, events),
-		make([]string, 0, events), make([]string, 0, events)
-	evPayload, evErr, evAt, evDigest := make([][]byte, 0, events), make([]string, 0, events), make([]int64, 0, events),
-		make([]string, 0, events)
+	var evs eventCols
 	for i := range many {
 		in := &many[i].Instance
 		st := in.Status
@@ -138,21 +172,12 @@ func (c *compiler) createMany() {
 		ids[i], wfs[i], sts[i], inputs[i], parents[i] = in.ID, in.Workflow, string(st), in.Input, in.Parent
 		owners[i], epochs[i], expires[i], restarts[i] = in.LeaseOwner, in.LeaseEpoch, ns(in.LeaseExpires), rowcodec.EncodeTimes(in.RecentRestarts)
 		hlens[i], buckets[i] = int64(len(many[i].History)), int32(persistence.BucketOf(in.ID))
-		for _, e := range many[i].History {
-			at := e.At
-			if at.IsZero() {
-				at = c.now
-			}
-			evInst, evSeq, evKind, evName, evRef = append(evInst, in.ID), append(evSeq, e.Seq), append(evKind, e.Kind),
-				append(evName, e.Name), append(evRef, e.Ref)
-			evPayload, evErr, evAt, evDigest = append(evPayload, e.Payload), append(evErr, e.Error), append(evAt, at.UnixNano()),
-				append(evDigest, e.Digest)
-		}
+		evs.add(in.ID, many[i].History, c.now)
 	}
 	r := c.r
 	c.add(op{label: "insert instances", name: sqlCreateMany,
-		args: []any{ids, wfs, sts, inputs, parents, owners, epochs, expires, restarts, hlens, buckets, c.now.UnixNano(),
-			int64(c.step.LeaseTTL), evInst, evSeq, evKind, evName, evRef, evPayload, evErr, evAt, evDigest},
+		args: append([]any{ids, wfs, sts, inputs, parents, owners, epochs, expires, restarts, hlens, buckets, c.now.UnixNano(),
+			int64(c.step.LeaseTTL)}, evs.args()...),
 		read: func(br pgx.BatchResults) error {
 			rows, _ := br.Query()
 			created := make(map[string]bool, len(ids))
@@ -280,13 +305,19 @@ func (c *compiler) readRequeued() func(pgx.BatchResults) error {
 				rows.Close()
 				return err
 			}
-			if len(q.Subscribers) > 0 {
-				r.res.Woken = append(r.res.Woken, q.Subscribers...)
-				r.res.Queued = append(r.res.Queued, q)
-			}
+			requeued(&r.res, q)
 		}
 		rows.Close()
 		return rows.Err()
+	}
+}
+
+// requeued records in res a message given back to its queue, to wake its
+// competing subscribers, if it names any.
+func requeued(res *persistence.StepResult, q persistence.QueuedMessage) {
+	if len(q.Subscribers) > 0 {
+		res.Woken = append(res.Woken, q.Subscribers...)
+		res.Queued = append(res.Queued, q)
 	}
 }
 
