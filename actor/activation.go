@@ -3,7 +3,6 @@ package actor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -720,7 +719,7 @@ func (a *activation) passivate() bool {
 		if p := a.parked.Load(); p != nil && p.Hist == a.j.Len() {
 			// What it waits for, for readers without the workflow's
 			// code: this write happens anyway.
-			step.Waits, _ = json.Marshal(p)
+			step.Waits = p.encode()
 			step.SetWaits = !bytes.Equal(step.Waits, a.waits)
 		}
 		_, err = s.store.Apply(s.ctx, step)

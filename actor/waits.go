@@ -2,7 +2,9 @@ package actor
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -94,24 +96,9 @@ func (a *activation) noteWaits(recv []*command) {
 
 // stageWaits puts p in the pending step unless the row says so already.
 func (a *activation) stageWaits(p *parkedOn) {
-	var old parkedOn
-	if len(a.waits) > 0 {
-		_ = json.Unmarshal(a.waits, &old)
+	if b := p.encode(); !bytes.Equal(b, a.waits) {
+		a.pending.Waits, a.pending.SetWaits = b, true
 	}
-	if p.Seen == old.Seen && p.Hist == old.Hist && waitsEqual(old.Waits, p.Waits) {
-		return
-	}
-	b, _ := json.Marshal(p)
-	a.pending.Waits, a.pending.SetWaits = b, true
-}
-
-func waitsEqual(x, y []norntype.Wait) bool {
-	if len(x) != len(y) {
-		return false
-	}
-	bx, _ := json.Marshal(x)
-	by, _ := json.Marshal(y)
-	return bytes.Equal(bx, by)
 }
 
 // readWaits decodes an instance row's Waits; nil unless the instance is
@@ -120,8 +107,8 @@ func readWaits(in persistence.Instance) *parkedOn {
 	if in.Status != persistence.StatusWaiting || len(in.Waits) == 0 {
 		return nil
 	}
-	var p parkedOn
-	if json.Unmarshal(in.Waits, &p) != nil || p.Hist != in.HistoryLen {
+	p, err := decodeParked(in.Waits)
+	if err != nil || p.Hist != in.HistoryLen {
 		return nil
 	}
 	return &p
@@ -162,8 +149,165 @@ func (p *parkedOn) unmatched(m persistence.Message, self string) bool {
 	return true
 }
 
-// The stored form of parkedOn is compact: every parked instance's row
-// holds one, so its size is part of the instance's footprint.
+// The stored form of parkedOn is binary and compact: every parked
+// instance's row holds one (twice right after a passivation, counting the
+// version its park left until a vacuum), so its size is part of the
+// instance's footprint: a receive on a channel takes about 40 bytes, 80
+// as JSON. It starts with a version byte; rows written before it hold
+// the JSON form (starting with '{'), which is still read.
+//
+//	version (1) | hist, seen (varint) | count (uvarint) | per wait:
+//	kind (its first letter) | flags | name | types (count, each) |
+//	channel (if on one) | from | due (Unix ns, 0: none) | attempt
+//
+// Strings are a uvarint length and the bytes.
+const parkedBinary = 1
+
+const (
+	waitOnChannel byte = 1 << iota
+	waitFiltered
+	waitStrict
+)
+
+var waitKinds = map[byte]norntype.WaitKind{'r': norntype.WaitReceive, 't': norntype.WaitTimer, 'c': norntype.WaitChild, 'a': norntype.WaitActivity}
+
+// encode writes the stored form.
+func (p parkedOn) encode() []byte {
+	b := make([]byte, 0, 48)
+	b = append(b, parkedBinary)
+	b = binary.AppendVarint(b, p.Hist)
+	b = binary.AppendVarint(b, p.Seen)
+	b = binary.AppendUvarint(b, uint64(len(p.Waits)))
+	str := func(s string) { b = append(binary.AppendUvarint(b, uint64(len(s))), s...) }
+	for _, w := range p.Waits {
+		var flags byte
+		if w.OnChannel {
+			flags |= waitOnChannel
+		}
+		if w.Filtered {
+			flags |= waitFiltered
+		}
+		if w.Strict {
+			flags |= waitStrict
+		}
+		b = append(b, string(w.Kind)[0], flags)
+		str(w.Name)
+		b = binary.AppendUvarint(b, uint64(len(w.Types)))
+		for _, t := range w.Types {
+			str(t)
+		}
+		if w.OnChannel {
+			str(w.Channel)
+		}
+		str(string(w.From))
+		var due int64
+		if !w.Due.IsZero() {
+			due = w.Due.UnixNano()
+		}
+		b = binary.AppendVarint(b, due)
+		b = binary.AppendVarint(b, int64(w.Attempt))
+	}
+	return b
+}
+
+// errWaitsForm is a stored form that does not decode.
+var errWaitsForm = errors.New("actor: malformed stored waits")
+
+// decodeParked reads a stored form, binary or the JSON of older rows.
+func decodeParked(b []byte) (parkedOn, error) {
+	if len(b) > 0 && b[0] == '{' {
+		return decodeParkedJSON(b)
+	}
+	if len(b) == 0 || b[0] != parkedBinary {
+		return parkedOn{}, errWaitsForm
+	}
+	r := waitsReader{b: b[1:]}
+	p := parkedOn{Hist: r.varint(), Seen: r.varint()}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) { // each wait takes bytes: a bad count fails here, not in make
+		return parkedOn{}, errWaitsForm
+	}
+	p.Waits = make([]norntype.Wait, n)
+	for i := range p.Waits {
+		kind, flags := r.byte(), r.byte()
+		w := norntype.Wait{Kind: waitKinds[kind], Name: r.str(), OnChannel: flags&waitOnChannel != 0,
+			Filtered: flags&waitFiltered != 0, Strict: flags&waitStrict != 0}
+		if nt := r.uvarint(); nt > 0 && nt <= uint64(len(r.b)) {
+			w.Types = make([]string, nt)
+			for j := range w.Types {
+				w.Types[j] = r.str()
+			}
+		} else if nt > 0 {
+			r.bad = true
+		}
+		if w.OnChannel {
+			w.Channel = r.str()
+		}
+		w.From = norntype.PID(r.str())
+		if due := r.varint(); due != 0 {
+			w.Due = time.Unix(0, due)
+		}
+		w.Attempt = int(r.varint())
+		if w.Kind == "" {
+			r.bad = true
+		}
+		p.Waits[i] = w
+	}
+	if r.bad || len(r.b) > 0 {
+		return parkedOn{}, errWaitsForm
+	}
+	return p, nil
+}
+
+// waitsReader reads the binary form; a read past the end or a bad
+// varint sets bad, and reads go on returning zero values.
+type waitsReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *waitsReader) byte() byte {
+	if len(r.b) == 0 {
+		r.bad = true
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *waitsReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *waitsReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *waitsReader) str() string {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// The JSON form rows held before the binary one.
 type (
 	wireParked struct {
 		W []wireWait `json:"w"`
@@ -183,33 +327,19 @@ type (
 	}
 )
 
-var waitKinds = map[string]norntype.WaitKind{"r": norntype.WaitReceive, "t": norntype.WaitTimer, "c": norntype.WaitChild, "a": norntype.WaitActivity}
-
-// MarshalJSON writes the compact stored form.
-func (p parkedOn) MarshalJSON() ([]byte, error) {
-	w := wireParked{W: make([]wireWait, len(p.Waits)), S: p.Seen, H: p.Hist}
-	for i, x := range p.Waits {
-		ww := wireWait{K: string(x.Kind)[:1], N: x.Name, T: x.Types, F: string(x.From), M: x.Filtered, X: x.Strict, A: x.Attempt}
-		if x.OnChannel {
-			ww.C = &x.Channel
-		}
-		if !x.Due.IsZero() {
-			ww.D = x.Due.UnixNano()
-		}
-		w.W[i] = ww
-	}
-	return json.Marshal(w)
-}
-
-// UnmarshalJSON reads the compact stored form.
-func (p *parkedOn) UnmarshalJSON(b []byte) error {
+// decodeParkedJSON reads the JSON form.
+func decodeParkedJSON(b []byte) (parkedOn, error) {
 	var w wireParked
 	if err := json.Unmarshal(b, &w); err != nil {
-		return err
+		return parkedOn{}, err
 	}
-	*p = parkedOn{Seen: w.S, Hist: w.H, Waits: make([]norntype.Wait, len(w.W))}
+	p := parkedOn{Seen: w.S, Hist: w.H, Waits: make([]norntype.Wait, len(w.W))}
 	for i, ww := range w.W {
-		x := norntype.Wait{Kind: waitKinds[ww.K], Name: ww.N, Types: ww.T, From: norntype.PID(ww.F), Filtered: ww.M, Strict: ww.X, Attempt: ww.A}
+		var kind norntype.WaitKind
+		if ww.K != "" {
+			kind = waitKinds[ww.K[0]]
+		}
+		x := norntype.Wait{Kind: kind, Name: ww.N, Types: ww.T, From: norntype.PID(ww.F), Filtered: ww.M, Strict: ww.X, Attempt: ww.A}
 		if ww.C != nil {
 			x.Channel, x.OnChannel = *ww.C, true
 		}
@@ -218,5 +348,5 @@ func (p *parkedOn) UnmarshalJSON(b []byte) error {
 		}
 		p.Waits[i] = x
 	}
-	return nil
+	return p, nil
 }
