@@ -17,7 +17,9 @@ import (
 // value, another scalar's JSON text, NULL for null). Migrations 0013 and
 // 0016 dropped the (created_at, id) and (status, created_at, id) indexes:
 // a listing without a workflow reads instances_workflow_status_created
-// workflow by workflow.
+// workflow by workflow. Migration 0018 left running instances out of it:
+// a workflow's running instances are read from instances_unsettled, by
+// workflow, status and creation time.
 func dialect() querysql.Dialect {
 	return querysql.Dialect{
 		Param: func(n int) string { return "$" + strconv.Itoa(n) },
@@ -27,6 +29,7 @@ func dialect() querysql.Dialect {
 		PathArg:          func(path []string) any { return path },
 		Contains:         func(value string) string { return "position(" + value + "::bytea in input) > 0" },
 		StatusByWorkflow: true,
+		StatusLiterals:   true,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,11 +137,21 @@ func (s *Store) List(ctx context.Context, f persistence.ListFilter) ([]persisten
 		return "$" + strconv.Itoa(len(args))
 	}
 	if len(f.Status) > 0 {
-		st := make([]string, len(f.Status))
-		for i, x := range f.Status {
-			st[i] = string(x)
+		// Literals, not a placeholder: instances_workflow_status_created
+		// leaves running instances out (migration 0018), and the planner
+		// reads a partial index only where constants imply its condition.
+		// A status outside the closed set matches nothing.
+		cond := "FALSE"
+		var lits []string
+		for _, x := range f.Status {
+			if slices.Contains(persistence.Statuses(), x) {
+				lits = append(lits, "'"+string(x)+"'")
+			}
 		}
-		where = append(where, "status = ANY("+arg(st)+"::text[])")
+		if len(lits) > 0 {
+			cond = "status IN (" + strings.Join(lits, ", ") + ")"
+		}
+		where = append(where, cond)
 	}
 	if f.Workflow != "" {
 		where = append(where, "workflow = "+arg(f.Workflow)+"::text")

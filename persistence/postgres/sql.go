@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/nornlabs/norn/persistence"
+	"github.com/nornlabs/norn/persistence/internal/querysql"
 	"github.com/nornlabs/norn/persistence/internal/rowcodec"
 )
 
@@ -129,7 +130,9 @@ const (
 // condition on instance i's bucket ("" for every bucket). It reads three
 // sources, none of which grows with the instances parked in the store:
 //   - instances_unsettled: running, compensating, or waiting under a
-//     lease or with a cancel request (its predicate is repeated here);
+//     lease or with a cancel request (its predicate is repeated here),
+//     read whole and kept to the buckets asked for: it holds what is
+//     active in the cluster, not the parked or ended instances;
 //   - the distinct targets of waiting messages, one index probe each (a
 //     loose scan of messages_target: a backlog of many messages to one
 //     instance costs one probe);
@@ -154,8 +157,7 @@ func runnableSQL(bucket string) string {
 	)
 	SELECT id FROM (
 		SELECT i.id, i.updated_at FROM instances i
-		WHERE (status IN ('running', 'compensating') OR (status = 'waiting' AND (lease_owner IS NOT NULL OR cancel_reason <> '')))
-			AND ` + free + `
+		WHERE ` + unsettled + ` AND ` + free + `
 		UNION
 		(SELECT i.id, i.updated_at FROM mail JOIN instances i ON i.id = mail.id
 		WHERE i.status = 'waiting' AND ` + free + ` LIMIT $1::bigint)
@@ -236,6 +238,9 @@ const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast
 				AND NOT (NOT EXISTS (SELECT 1 FROM m) AND starts_with($2::text, '` + persistence.SystemChannelPrefix + `'))
 				AND (SELECT ok FROM chk)`
 
+// unsettled is the condition of the index instances_unsettled.
+const unsettled = querysql.Unsettled
+
 // ownerLeases locks the instances whose lease $1 holds, in ID order, and
 // returns their IDs as one array, read once (an InitPlan); the update then
 // finds each by its primary key. Joining the locked rows back to the table
@@ -244,8 +249,11 @@ const publishQueues = `WHERE NOT EXISTS (SELECT 1 FROM m WHERE mode = 'broadcast
 // lock for every leased instance, and renewing thousands of leases took
 // seconds while the steps of those instances waited. A row whose lease
 // moved to another owner while the lock waited is rechecked and left out.
+// The leases are read from instances_unsettled (no index holds the lease
+// owner: see migration 0018), so a renewal reads the instances that are
+// active in the cluster, never the parked or ended ones.
 const ownerLeases = `(SELECT COALESCE(array_agg(id), '{}') FROM (
-			SELECT id FROM instances WHERE lease_owner = $1::text ORDER BY id FOR UPDATE) l)::text[]`
+			SELECT id FROM instances WHERE lease_owner = $1::text AND ` + unsettled + ` ORDER BY id FOR UPDATE) l)::text[]`
 
 // mailboxSQL reads an instance's mailbox: $1 instance, $2 limit. Each
 // queue the instance consumes is read by its own index range (LATERAL): a

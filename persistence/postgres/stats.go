@@ -13,8 +13,9 @@ import (
 var _ persistence.StatsReader = (*Store)(nil)
 
 // Stats counts the live instances by workflow and status (one range of
-// instances_workflow_status_created per workflow and live status, so ended
-// instances cost nothing), the pending timers and the waiting messages.
+// instances_workflow_status_created per workflow and live status, and the
+// running ones from instances_unsettled, so ended instances cost nothing),
+// the pending timers and the waiting messages.
 func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 	var st persistence.Stats
 	counts, err := s.instanceCounts(ctx, sqlStatsInstances)
@@ -31,10 +32,16 @@ func (s *Store) Stats(ctx context.Context) (persistence.Stats, error) {
 }
 
 const (
+	// Each status is a literal: instances_workflow_status_created leaves
+	// running instances out (they are counted from instances_unsettled),
+	// and a partial index is used only where constants imply its
+	// condition.
 	sqlStatsInstances = `WITH RECURSIVE ` + querysql.Workflows + `
-		SELECT wf.name, st.s, c.n FROM wf CROSS JOIN (VALUES ('compensating'), ('running'), ('waiting')) AS st(s)
-		CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM instances WHERE workflow = wf.name AND status = st.s) AS c
-		WHERE wf.name IS NOT NULL AND c.n > 0 ORDER BY wf.name, st.s`
+		SELECT wf.name, c.s, c.n FROM wf CROSS JOIN LATERAL (
+			SELECT 'compensating' AS s, COUNT(*) AS n FROM instances WHERE workflow = wf.name AND status = 'compensating'
+			UNION ALL SELECT 'running', COUNT(*) FROM instances WHERE workflow = wf.name AND status = 'running'
+			UNION ALL SELECT 'waiting', COUNT(*) FROM instances WHERE workflow = wf.name AND status = 'waiting') AS c
+		WHERE wf.name IS NOT NULL AND c.n > 0 ORDER BY wf.name, c.s`
 	sqlStatsCounts = `SELECT (SELECT COUNT(*) FROM timers),
 		(SELECT COUNT(*) FROM messages WHERE target IS NOT NULL),
 		(SELECT COUNT(*) FROM messages WHERE target IS NULL),

@@ -40,6 +40,13 @@ type Dialect struct {
 	// of value (a placeholder bound to them): a cheap test that spares
 	// reading as JSON the inputs that cannot match.
 	Contains func(value string) string
+	// StatusLiterals says statuses are written as literals, not bound to
+	// placeholders: the driver's index of (workflow, status, created_at,
+	// id) leaves running instances out (its index of unsettled
+	// instances, by workflow, status and creation time, holds them), and
+	// a planner uses a partial index only where the query's constants
+	// imply its condition, in a generic plan too.
+	StatusLiterals bool
 }
 
 // literal reports whether every JSON encoder in use writes v as it is
@@ -65,6 +72,15 @@ type builder struct {
 func (b *builder) arg(v any) string {
 	b.args = append(b.args, v)
 	return b.d.Param(len(b.args))
+}
+
+// status is a condition's status: a literal with StatusLiterals (only a
+// status of the closed set is written so), else a placeholder.
+func (b *builder) status(st string) string {
+	if b.d.StatusLiterals && slices.Contains(persistence.Statuses(), persistence.Status(st)) {
+		return "'" + st + "'"
+	}
+	return b.arg(st)
 }
 
 // Instances builds the statement selecting columns for q, which must be
@@ -138,7 +154,7 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows
 	case q.Workflow != "":
 		wf := b.arg(q.Workflow)
 		for _, st := range statuses {
-			add(IndexWorkflowCreated, "workflow = "+wf, "status = "+b.arg(st))
+			add(IndexWorkflowCreated, "workflow = "+wf, "status = "+b.status(st))
 		}
 	case d.StatusByWorkflow:
 		// One range per workflow and status, merged: each is read only
@@ -146,7 +162,7 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows
 		for _, wf := range workflows {
 			w := b.arg(wf)
 			for _, st := range statuses {
-				add(IndexWorkflowCreated, "workflow = "+w, "status = "+b.arg(st))
+				add(IndexWorkflowCreated, "workflow = "+w, "status = "+b.status(st))
 			}
 		}
 	case len(statuses) > 0:
@@ -191,9 +207,22 @@ func Instances(d Dialect, columns string, q persistence.InstanceQuery, workflows
 
 // Workflows is a recursive common table expression, wf(name), of the
 // workflows the instances table holds, in order, and a last NULL: a loose
-// scan of (workflow, status, created_at, id), one index probe each, for a
-// driver with StatusByWorkflow. It follows WITH RECURSIVE (PostgreSQL).
+// scan, one index probe each, of (workflow, status, created_at, id) for a
+// driver with StatusByWorkflow, and of the unsettled instances (running,
+// compensating, or waiting under a lease or with a cancel request) by
+// workflow, which hold the running ones the first leaves out (PostgreSQL,
+// see StatusLiterals). It follows WITH RECURSIVE.
 const Workflows = `wf(name) AS (
-		SELECT min(workflow) FROM instances
+		SELECT least((SELECT min(workflow) FROM instances WHERE status <> 'running'),
+			(SELECT min(workflow) FROM instances WHERE ` + Unsettled + `))
 		UNION ALL
-		SELECT (SELECT min(workflow) FROM instances WHERE workflow > wf.name) FROM wf WHERE wf.name IS NOT NULL)`
+		SELECT least((SELECT min(workflow) FROM instances WHERE status <> 'running' AND workflow > wf.name),
+			(SELECT min(workflow) FROM instances WHERE ` + Unsettled + ` AND workflow > wf.name))
+		FROM wf WHERE wf.name IS NOT NULL)`
+
+// Unsettled is the condition of PostgreSQL's index instances_unsettled
+// (migrations 0014 and 0018), which a query repeats so that the planner
+// may read that index: running or compensating, or waiting under a lease
+// or with a cancel request. Every leased instance is in it (an end gives
+// its lease up).
+const Unsettled = `(status IN ('running', 'compensating') OR (status = 'waiting' AND (lease_owner IS NOT NULL OR cancel_reason <> '')))`
