@@ -113,6 +113,10 @@ type activation struct {
 	// finishing: the end step, which gives the lease back, is in flight or
 	// committed, so a renewal that misses the lease must not call it lost.
 	finishing atomic.Bool
+	// rewoken: the activation has been woken from a park at least once
+	// (workflow goroutine only). Until then its parks give the lease up
+	// (see releaseAtPark).
+	rewoken bool
 
 	// guarded by sys.mu
 	passivating bool
@@ -711,16 +715,23 @@ func (a *activation) passivate() bool {
 	}
 	a.passivating = true
 	s.mu.Unlock()
-	// One that never took the lease never wrote: the instance is as it
-	// was read, waiting and free.
+	// One that holds no lease (it never took it since it was woken, or
+	// gave it up at its first park) left the instance waiting and free;
+	// it writes only what it waits for, if its row says something else
+	// (mail it looked at since), under the epoch it read, which any take
+	// of the lease since fences.
 	var err error
-	if a.leased.Load() {
-		step := persistence.Step{Instance: a.id, Epoch: a.epoch, Status: persistence.StatusWaiting, ReleaseLease: true}
-		if p := a.parked.Load(); p != nil && p.Hist == a.j.Len() {
-			// What it waits for, for readers without the workflow's
-			// code: this write happens anyway.
-			step.Waits = p.encode()
-			step.SetWaits = !bytes.Equal(step.Waits, a.waits)
+	var step persistence.Step
+	if p := a.parked.Load(); p != nil && p.Hist == a.j.Len() {
+		// What it waits for, for readers without the workflow's code.
+		if w := p.encode(); !bytes.Equal(w, a.waits) {
+			step.Waits, step.SetWaits = w, true
+		}
+	}
+	if leased := a.leased.Load(); leased || step.SetWaits {
+		step.Instance, step.Epoch = a.id, a.epoch
+		if leased {
+			step.Status, step.ReleaseLease = persistence.StatusWaiting, true
 		}
 		_, err = s.store.Apply(s.ctx, step)
 	}

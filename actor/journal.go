@@ -327,6 +327,34 @@ func (a *activation) markParked() {
 	}
 }
 
+// releaseAtPark makes the commit of the activation's first park give the
+// lease up, on a node outside a cluster, when the park waits for durable
+// events only (no activity attempt runs, no back-off sleeps in memory:
+// markParked made it waiting) and the instance consumes no competing
+// channel (the node's fetcher hands queued messages only to leased
+// consumers). Most instances that park right after their start wait long
+// (an approval, a timer of days): the park's write then holds everything
+// their passivation would write, and the passivation writes nothing, which
+// saves a row version and its index entries for every such instance; and
+// a restart after a crash has no expired lease to wait for and no parked
+// instance to activate again. The activation stays live; its next write
+// takes the lease again (Step.TakeLease), fenced by the epoch like any
+// wake of a passivated instance. Once woken it keeps the lease through its
+// parks, as a chatty actor would otherwise give it up and take it again
+// for every message. A cluster node keeps it: the lease of a live parked
+// instance is how the node's death or departure hands the instance over
+// at once, and how a node cut off from the others finds it lost it.
+func (a *activation) releaseAtPark() {
+	if a.env.cfg.Cluster != nil || a.rewoken || !a.leased.Load() || a.pendingEmpty() || a.inflight > 0 || a.memoryBackoff() ||
+		len(a.competing) > 0 || len(a.prefetch) > 0 || a.j.Cancelled() {
+		return
+	}
+	if a.pending.Status != persistence.StatusWaiting && (a.pending.Status != "" || a.inst.Status != persistence.StatusWaiting) {
+		return
+	}
+	a.pending.ReleaseLease = true
+}
+
 // poll records what live work has finished: activity attempts, due timers,
 // and back-offs that have passed (their next attempt starts).
 func (a *activation) poll() {
@@ -402,6 +430,7 @@ func (a *activation) dropPendingTimer(id string) bool {
 func (a *activation) park(recv []*command) bool {
 	a.markParked()
 	a.noteWaits(recv)
+	defer func() { a.rewoken = true }()
 	// own: the goroutine still counts as work (see below) because what it
 	// took is not committed yet.
 	var flushDue <-chan time.Time
@@ -411,6 +440,7 @@ func (a *activation) park(recv []*command) bool {
 		defer t.Stop()
 		flushDue = t.C
 	} else {
+		a.releaseAtPark()
 		a.flush()
 	}
 	// settle commits what a park deferred, before the activation leaves
@@ -645,6 +675,11 @@ func (a *activation) nextStep() (persistence.Step, bool) {
 // committed with res.
 func (a *activation) committed(step persistence.Step, res persistence.StepResult, take bool) {
 	a.tookLease(take)
+	if step.ReleaseLease {
+		// See releaseAtPark: live, without the lease, at the same epoch.
+		a.leased.Store(false)
+		a.inst.LeaseOwner = ""
+	}
 	if step.Status != "" {
 		a.inst.Status = step.Status
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nornlabs/norn/actor"
 	"github.com/nornlabs/norn/internal/testutil"
+	"github.com/nornlabs/norn/mailbox"
 	"github.com/nornlabs/norn/persistence"
 )
 
@@ -60,5 +61,164 @@ func TestPassivationAndWake(t *testing.T) {
 	}
 	if received != 1 {
 		t.Fatalf("received %d times", received)
+	}
+}
+
+// An activation's first park gives the lease up with the park's commit
+// when it waits for durable events only: the row says waiting and free
+// while the activation stays live, its passivation writes nothing, and the
+// next message is taken under the lease again. Once woken, it keeps the
+// lease through its parks; a competing consumer keeps it from the start
+// (the node's fetcher hands messages to leased consumers only).
+func TestFirstParkGivesLeaseUp(t *testing.T) {
+	t.Parallel()
+	twice := actor.Workflow("twice", func(ctx *actor.Context, _ int) (string, error) {
+		a, err := actor.Receive[string](ctx)
+		if err != nil {
+			return "", err
+		}
+		b, err := actor.Receive[string](ctx)
+		return a.Value + b.Value, err
+	})
+	worker := actor.Workflow("worker", func(ctx *actor.Context, _ int) (string, error) {
+		if err := ctx.Subscribe("jobs", mailbox.Competing); err != nil {
+			return "", err
+		}
+		m, err := actor.Receive[string](ctx, mailbox.OnChannel("jobs"))
+		return m.Value, err
+	})
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	passivated := make(chan string, 8)
+	hooks := hookFunc(func(e actor.HookEvent) {
+		if e.Kind == actor.HookInstancePassivated {
+			passivated <- string(e.Instance)
+		}
+	})
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(twice, worker), NodeID: "n1",
+		PassivateAfter: 300 * time.Millisecond, Hooks: hooks})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	row := func(pid actor.PID) persistence.Instance {
+		t.Helper()
+		in, err := st.Instance(ctx, string(pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	parkedFree := func(pid actor.PID) persistence.Instance {
+		t.Helper()
+		var in persistence.Instance
+		testutil.Eventually(t, 10*time.Second, string(pid)+" waiting", func() bool {
+			in = row(pid)
+			return in.Status == persistence.StatusWaiting && in.Waits != nil
+		})
+		return in
+	}
+
+	pid, err := actor.Spawn(ctx, sys, twice, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := parkedFree(pid)
+	if before.LeaseOwner != "" {
+		t.Fatalf("parked at its first park under the lease of %q", before.LeaseOwner)
+	}
+	if info, err := sys.Inspect(ctx, pid); err != nil || !info.Active || info.Node != "n1" {
+		t.Fatalf("Inspect = active %v on %q, %v; want live on n1", info.Active, info.Node, err)
+	}
+	if got := <-passivated; got != string(pid) {
+		t.Fatalf("passivated %s, want %s", got, pid)
+	}
+	if after := row(pid); after.UpdatedAt != before.UpdatedAt || after.LeaseEpoch != before.LeaseEpoch {
+		t.Fatalf("the passivation wrote: updated %v → %v, epoch %d → %d", before.UpdatedAt, after.UpdatedAt, before.LeaseEpoch, after.LeaseEpoch)
+	}
+
+	// Woken, it takes the lease back for its take, and keeps it at the
+	// next park: this time its passivation gives it up.
+	if err := sys.Send(ctx, pid, "a"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the first message taken, parked again under the lease", func() bool {
+		in := row(pid)
+		return in.HistoryLen > before.HistoryLen && in.LeaseOwner == "n1" && in.Status == persistence.StatusWaiting
+	})
+	if got := <-passivated; got != string(pid) {
+		t.Fatalf("passivated %s, want %s", got, pid)
+	}
+	if in := row(pid); in.LeaseOwner != "" {
+		t.Fatalf("passivated under the lease of %q", in.LeaseOwner)
+	}
+	if err := sys.Send(ctx, pid, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, sys, twice, pid); err != nil || got != "ab" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+
+	w, err := actor.Spawn(ctx, sys, worker, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := parkedFree(w); in.LeaseOwner != "n1" {
+		t.Fatalf("a competing consumer parked under the lease of %q, want n1", in.LeaseOwner)
+	}
+}
+
+// A live activation that gave its lease up at its park and then finds it
+// taken by another writer takes nothing: the message waits for the
+// lease's holder, and the instance ends once, after the holder gives the
+// lease back.
+func TestFreeParkFencedByAnotherLease(t *testing.T) {
+	t.Parallel()
+	once := actor.Workflow("once", func(ctx *actor.Context, _ int) (string, error) {
+		m, err := actor.Receive[string](ctx)
+		return m.Value, err
+	})
+	st := testutil.OpenSQLite(t, testutil.SQLitePath(t))
+	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(once), NodeID: "n1",
+		PassivateAfter: time.Minute, RecoveryInterval: 100 * time.Millisecond})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	pid, err := actor.Spawn(ctx, sys, once, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parked persistence.Instance
+	testutil.Eventually(t, 10*time.Second, "parked without the lease", func() bool {
+		in, err := st.Instance(ctx, string(pid))
+		parked = in
+		return err == nil && in.Status == persistence.StatusWaiting && in.LeaseOwner == ""
+	})
+	if _, err := st.AcquireLease(ctx, string(pid), "other", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Send(ctx, pid, "m"); err != nil {
+		t.Fatal(err)
+	}
+	// The live activation is woken and fenced at its take; it stops.
+	testutil.Eventually(t, 10*time.Second, "the fenced activation stopped", func() bool {
+		info, err := sys.Inspect(ctx, pid)
+		return err == nil && !info.Active
+	})
+	if in, err := st.Instance(ctx, string(pid)); err != nil || in.HistoryLen != parked.HistoryLen || in.LeaseOwner != "other" {
+		t.Fatalf("after the fenced wake: history %d (want %d), lease %q, %v", in.HistoryLen, parked.HistoryLen, in.LeaseOwner, err)
+	}
+	if err := st.ReleaseLeases(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := actor.Await(ctx, sys, once, pid); err != nil || got != "m" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+	info, err := sys.Inspect(ctx, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := 0
+	for _, e := range info.History {
+		if e.Kind == actor.EventReceived {
+			received++
+		}
+	}
+	if received != 1 {
+		t.Fatalf("received %d times, want 1", received)
 	}
 }
