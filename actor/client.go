@@ -254,14 +254,26 @@ func (s *System) awaitEnd(ctx context.Context, id string, first, most time.Durat
 	for {
 		c, live := s.waitEnd(id)
 		if live {
-			// Running here: its end signals the waiter, no store read
-			// needed.
+			// Running here: its end signals the waiter. The store is
+			// still read every most: an activation parked here without
+			// the lease may not be the one that ends it (another process
+			// sharing the store, outside a cluster, may take its next
+			// message and end it), and learns of that only at its next
+			// wake or its passivation.
+			t.Reset(most)
 			select {
 			case end := <-c:
 				if end != nil {
 					return *end, nil
 				}
 				continue // it ended unfinished: look again
+			case <-t.C:
+				if inst, err := s.store.Instance(ctx, id); err != nil || inst.Status.Terminal() {
+					s.dropWaiter(id, c)
+					return inst, err
+				}
+				s.dropWaiter(id, c)
+				continue
 			case <-ctx.Done():
 				s.dropWaiter(id, c)
 				return persistence.Instance{}, ctx.Err()

@@ -1,6 +1,7 @@
 package actor_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -220,5 +221,83 @@ func TestFreeParkFencedByAnotherLease(t *testing.T) {
 	}
 	if received != 1 {
 		t.Fatalf("received %d times, want 1", received)
+	}
+}
+
+// Two processes share a store without a cluster: instances parked on one
+// hold no lease, and the other's recovery pass races their live
+// activations for the mail it sends them. Whichever takes the lease takes
+// the messages; each is taken once, in order.
+func TestFreeParksRaceAnotherNode(t *testing.T) {
+	t.Parallel()
+	pair := actor.Workflow("pair", func(ctx *actor.Context, _ int) (string, error) {
+		a, err := actor.Receive[string](ctx)
+		if err != nil {
+			return "", err
+		}
+		b, err := actor.Receive[string](ctx)
+		return a.Value + b.Value, err
+	})
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	cfg := func(node string) actor.Config {
+		return actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(pair), NodeID: node,
+			RecoveryInterval: 20 * time.Millisecond, PassivateAfter: time.Minute}
+	}
+	a := testutil.StartNode(t, cfg("a"))
+	b := testutil.StartNode(t, cfg("b"))
+	ctx := testutil.Ctx(t, time.Minute)
+	var pids []actor.PID
+	for i := range 20 {
+		pid, err := actor.Spawn(ctx, a, pair, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	testutil.Eventually(t, 20*time.Second, "all parked without a lease", func() bool {
+		for _, pid := range pids {
+			info, err := b.Inspect(ctx, pid)
+			if err != nil || info.Status != persistence.StatusWaiting || info.Node != "" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, pid := range pids {
+		for _, m := range []string{"x", "y"} {
+			if err := b.Send(ctx, pid, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, pid := range pids {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := actor.Await(actx, b, pair, pid)
+		cancel()
+		if err != nil || got != "xy" {
+			info, _ := b.Inspect(ctx, pid)
+			ia, _ := a.Inspect(ctx, pid)
+			var kinds []string
+			for _, e := range info.History {
+				kinds = append(kinds, string(e.Kind))
+			}
+			row, _ := st.Instance(ctx, string(pid))
+			t.Fatalf("%s: Await = %q, %v\nstatus %s node %q lease %q epoch %d history %v; active on a %v, b %v",
+				pid, got, err, info.Status, info.Node, row.LeaseOwner, row.LeaseEpoch, kinds, ia.Active, info.Active)
+		}
+		info, err := b.Inspect(ctx, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		received := 0
+		for _, e := range info.History {
+			if e.Kind == actor.EventReceived {
+				received++
+			}
+		}
+		if received != 2 {
+			t.Fatalf("%s received %d times, want 2", pid, received)
+		}
 	}
 }
