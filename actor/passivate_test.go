@@ -54,14 +54,8 @@ func TestPassivationAndWake(t *testing.T) {
 		t.Fatalf("Await = %q, %v", got, err)
 	}
 	info, _ := sys.Inspect(ctx, pid)
-	received := 0
-	for _, e := range info.History {
-		if e.Kind == "received" {
-			received++
-		}
-	}
-	if received != 1 {
-		t.Fatalf("received %d times", received)
+	if n := countKind(info.History, actor.EventReceived); n != 1 {
+		t.Fatalf("received %d times, want 1", n)
 	}
 }
 
@@ -213,14 +207,8 @@ func TestFreeParkFencedByAnotherLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	received := 0
-	for _, e := range info.History {
-		if e.Kind == actor.EventReceived {
-			received++
-		}
-	}
-	if received != 1 {
-		t.Fatalf("received %d times, want 1", received)
+	if n := countKind(info.History, actor.EventReceived); n != 1 {
+		t.Fatalf("received %d times, want 1", n)
 	}
 }
 
@@ -290,14 +278,8 @@ func TestFreeParksRaceAnotherNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		received := 0
-		for _, e := range info.History {
-			if e.Kind == actor.EventReceived {
-				received++
-			}
-		}
-		if received != 2 {
-			t.Fatalf("%s received %d times, want 2", pid, received)
+		if n := countKind(info.History, actor.EventReceived); n != 2 {
+			t.Fatalf("%s received %d times, want 2", pid, n)
 		}
 	}
 }
