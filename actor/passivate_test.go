@@ -92,6 +92,17 @@ func TestFirstParkGivesLeaseUp(t *testing.T) {
 	sys := testutil.StartNode(t, actor.Config{Store: st, Workflows: actor.Register(twice, worker), NodeID: "n1",
 		PassivateAfter: 300 * time.Millisecond, Hooks: hooks})
 	ctx := testutil.Ctx(t, 30*time.Second)
+	waitPassivated := func(pid actor.PID) {
+		t.Helper()
+		select {
+		case got := <-passivated:
+			if got != string(pid) {
+				t.Fatalf("passivated %s, want %s", got, pid)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s never passivated", pid)
+		}
+	}
 	row := func(pid actor.PID) persistence.Instance {
 		t.Helper()
 		in, err := st.Instance(ctx, string(pid))
@@ -121,9 +132,7 @@ func TestFirstParkGivesLeaseUp(t *testing.T) {
 	if info, err := sys.Inspect(ctx, pid); err != nil || !info.Active || info.Node != "n1" {
 		t.Fatalf("Inspect = active %v on %q, %v; want live on n1", info.Active, info.Node, err)
 	}
-	if got := <-passivated; got != string(pid) {
-		t.Fatalf("passivated %s, want %s", got, pid)
-	}
+	waitPassivated(pid)
 	if after := row(pid); after.UpdatedAt != before.UpdatedAt || after.LeaseEpoch != before.LeaseEpoch {
 		t.Fatalf("the passivation wrote: updated %v → %v, epoch %d → %d", before.UpdatedAt, after.UpdatedAt, before.LeaseEpoch, after.LeaseEpoch)
 	}
@@ -137,9 +146,7 @@ func TestFirstParkGivesLeaseUp(t *testing.T) {
 		in := row(pid)
 		return in.HistoryLen > before.HistoryLen && in.LeaseOwner == "n1" && in.Status == persistence.StatusWaiting
 	})
-	if got := <-passivated; got != string(pid) {
-		t.Fatalf("passivated %s, want %s", got, pid)
-	}
+	waitPassivated(pid)
 	if in := row(pid); in.LeaseOwner != "" {
 		t.Fatalf("passivated under the lease of %q", in.LeaseOwner)
 	}
@@ -215,7 +222,10 @@ func TestFreeParkFencedByAnotherLease(t *testing.T) {
 // Two processes share a store without a cluster: instances parked on one
 // hold no lease, and the other's recovery pass races their live
 // activations for the mail it sends them. Whichever takes the lease takes
-// the messages; each is taken once, in order.
+// the messages; each is taken once, in order. (A standalone node does not
+// signal mail to an instance live on another process sharing a SQLite
+// file: an activation that holds the lease hears of it at its
+// passivation, hence the short PassivateAfter.)
 func TestFreeParksRaceAnotherNode(t *testing.T) {
 	t.Parallel()
 	pair := actor.Workflow("pair", func(ctx *actor.Context, _ int) (string, error) {
@@ -230,7 +240,7 @@ func TestFreeParksRaceAnotherNode(t *testing.T) {
 	st := testutil.OpenSQLite(t, path)
 	cfg := func(node string) actor.Config {
 		return actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(pair), NodeID: node,
-			RecoveryInterval: 20 * time.Millisecond, PassivateAfter: time.Minute}
+			RecoveryInterval: 20 * time.Millisecond, PassivateAfter: 300 * time.Millisecond}
 	}
 	a := testutil.StartNode(t, cfg("a"))
 	b := testutil.StartNode(t, cfg("b"))
@@ -260,7 +270,7 @@ func TestFreeParksRaceAnotherNode(t *testing.T) {
 		}
 	}
 	for _, pid := range pids {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		got, err := actor.Await(actx, b, pair, pid)
 		cancel()
 		if err != nil || got != "xy" {
