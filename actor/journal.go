@@ -349,7 +349,12 @@ func (a *activation) releaseAtPark() {
 		len(a.competing) > 0 || len(a.prefetch) > 0 || a.j.Cancelled() {
 		return
 	}
-	if a.pending.Status != persistence.StatusWaiting && (a.pending.Status != "" || a.inst.Status != persistence.StatusWaiting) {
+	// The status the commit leaves: waiting, or nothing to release for.
+	st := a.pending.Status
+	if st == "" {
+		st = a.inst.Status
+	}
+	if st != persistence.StatusWaiting {
 		return
 	}
 	a.pending.ReleaseLease = true
