@@ -32,11 +32,13 @@ const (
 
 // sqlGrownTables lists the store's tables that grew past their statistics:
 // n_live_tup is the server's running count, reltuples what the last
-// ANALYZE or VACUUM saw (-1 if none did: the planner then assumes a table
-// of some pages, so a never-analysed table is left to autovacuum).
+// ANALYZE or VACUUM saw (-1 if none did). A never-analysed table counts as
+// empty: the planner assumes it holds ten pages, and a plan made then for
+// a new store's first spawns (a hash join over the whole instances table
+// for each batch of steps) stays until something analyses it.
 const sqlGrownTables = `SELECT c.relname::text FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
 	WHERE s.schemaname = current_schema() AND c.relname IN ('instances', 'history', 'messages', 'subscriptions', 'timers')
-		AND c.reltuples >= 0 AND s.n_live_tup > $1::bigint AND s.n_live_tup > $2::bigint * c.reltuples`
+		AND s.n_live_tup > $1::bigint AND s.n_live_tup > $2::bigint * greatest(c.reltuples, 0)`
 
 // statsKeeper analyses the tables that grew past their statistics until
 // the store closes.

@@ -1,6 +1,9 @@
 package postgres
 
 import (
+	"encoding/json"
+	"strings"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nornlabs/norn/persistence"
@@ -13,8 +16,10 @@ import (
 // executor start, the check) than in writing, so a batch of several steps
 // writes those with a few statements built from arrays: the new instances
 // and one UPDATE of every such instance before the steps' other
-// statements; one INSERT of their events, and the drop of the mail of the
-// instances that end (claimed messages given back), after them.
+// statements; one INSERT of their events, the publishes on system channels
+// (the Down each end publishes for its monitors, which usually have none)
+// and the drop of the mail of the instances that end (claimed messages
+// given back), after them.
 //
 // Only steps that run without a savepoint take part, and only one step per
 // instance, so the batch stays the same as some order of its steps: the
@@ -55,9 +60,10 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 		id, _ := r.step.Target()
 		return !r.savepoint && id != "" && targets[id] == 1 && len(r.step.CreateMany) == 0
 	}
-	crs, ups, evs, ends := 0, 0, 0, 0
+	crs, ups, evs, ends, pubs := 0, 0, 0, 0, 0
 	for _, r := range batch {
 		if mergeable(r) {
+			pubs += countSystemPublishes(r.ops)
 			crs += countOps(r.ops, sqlInsertInstance)
 			ends += countOps(r.ops, sqlDropMailbox)
 			if mergesUpdate(&r.step) {
@@ -67,7 +73,8 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 		}
 	}
 	mergeCr, mergeUp, mergeEv, mergeEnd := crs >= mergeMin, ups >= mergeMin, evs >= mergeMin, ends >= mergeMin
-	if !mergeCr && !mergeUp && !mergeEv && !mergeEnd {
+	mergePub := pubs >= mergeMin
+	if !mergeCr && !mergeUp && !mergeEv && !mergeEnd && !mergePub {
 		return nil, nil
 	}
 	t := s.now()
@@ -76,6 +83,7 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 	var up mergedUpdate
 	var ev eventCols
 	var end mergedEnds
+	var pub mergedPublishes
 	for _, r := range batch {
 		if !mergeable(r) {
 			continue
@@ -89,6 +97,8 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 				cr.add(st)
 			case mergeEnd && o.name == sqlDropMailbox:
 				end.add(id, r)
+			case mergePub && systemPublish(&o) && pub.add(&o, r):
+				// Taken into the merged publish.
 			case mergeUp && o.name == sqlUpdateInstance && mergesUpdate(st):
 				up.add(st)
 			case mergeEv && o.name == sqlInsertEvent:
@@ -114,6 +124,11 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 	if len(ev.inst) > 0 {
 		last = append(last, op{label: "append history", name: sqlInsertEvents, merged: true, args: ev.args()})
 	}
+	if len(pub.ids) > 0 {
+		// Before the drop of the ended instances' mail: a Down to one of
+		// them is dropped with it.
+		last = append(last, pub.op())
+	}
 	if len(end.ids) > 0 {
 		last = append(last, end.op())
 	}
@@ -126,6 +141,27 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 // restart.
 func mergesUpdate(st *persistence.Step) bool {
 	return st.TakeLease == "" && !st.Reopen && !st.ResetHistory && !st.IncRestarts && st.RestartLog == nil
+}
+
+// systemPublish reports whether o publishes on a system channel (see
+// persistence.SystemChannelPrefix), the runtime's own: those are merged.
+// Its arguments are sqlPublish's.
+func systemPublish(o *op) bool {
+	if o.name != sqlPublish {
+		return false
+	}
+	ch, _ := o.args[1].(string)
+	return strings.HasPrefix(ch, persistence.SystemChannelPrefix)
+}
+
+func countSystemPublishes(ops []op) int {
+	n := 0
+	for i := range ops {
+		if systemPublish(&ops[i]) {
+			n++
+		}
+	}
+	return n
 }
 
 func countOps(ops []op, name string) int {
@@ -222,6 +258,65 @@ func (e *mergedEnds) readRequeued(br pgx.BatchResults) error {
 		}
 		if r := e.steps[owner]; r != nil {
 			requeued(&r.res, q)
+		}
+	}
+	return rows.Err()
+}
+
+// mergedPublishes gathers publishes on system channels (see systemPublish)
+// as the columns of sqlPublishSystem, one per channel: a second publish on
+// a channel keeps its own statement, so that each channel's subscribers
+// are woken for the step that published there.
+type mergedPublishes struct {
+	ids, channels, senders, types []string
+	payloads                      [][]byte
+	metas                         []*string
+	ats                           []int64
+	steps                         map[string]*writeReq
+}
+
+// add takes o (sqlPublish's arguments) into the merged statement, unless
+// its channel is taken already or its metadata is not JSON text.
+func (p *mergedPublishes) add(o *op, r *writeReq) bool {
+	ch := o.args[1].(string)
+	if p.steps[ch] != nil {
+		return false
+	}
+	var meta *string
+	if o.args[4] != nil {
+		b, err := json.Marshal(o.args[4])
+		if err != nil {
+			return false
+		}
+		m := string(b)
+		meta = &m
+	}
+	if p.steps == nil {
+		p.steps = map[string]*writeReq{}
+	}
+	p.steps[ch] = r
+	p.ids, p.channels, p.senders = append(p.ids, o.args[0].(string)), append(p.channels, ch), append(p.senders, o.args[2].(string))
+	p.payloads, p.metas = append(p.payloads, o.args[3].([]byte)), append(p.metas, meta)
+	p.ats, p.types = append(p.ats, o.args[5].(int64)), append(p.types, o.args[6].(string))
+	return true
+}
+
+func (p *mergedPublishes) op() op {
+	return op{label: "publish on system channels", name: sqlPublishSystem, merged: true,
+		args: []any{p.ids, p.channels, p.senders, p.payloads, p.metas, p.ats, p.types}, read: p.readWoken}
+}
+
+// readWoken gives each step the subscribers its publish copied to, to wake.
+func (p *mergedPublishes) readWoken(br pgx.BatchResults) error {
+	rows, _ := br.Query()
+	defer rows.Close()
+	for rows.Next() {
+		var ch, id string
+		if err := rows.Scan(&ch, &id); err != nil {
+			return err
+		}
+		if r := p.steps[ch]; r != nil {
+			r.res.Woken = append(r.res.Woken, id)
 		}
 	}
 	return rows.Err()

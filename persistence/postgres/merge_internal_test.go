@@ -389,3 +389,101 @@ func TestMergeWritesTakesWhatItMay(t *testing.T) {
 		}
 	}
 }
+
+// The Downs a batch of ends publishes on their system channels are merged
+// into one statement: each lands in its broadcast subscribers' mailboxes,
+// in the steps' order, and wakes them; a channel nobody subscribes to
+// queues nothing; a subscriber that ends in the same batch keeps no copy.
+// A competing subscriber (only the store's own API makes one) has the
+// batch run again unmerged, where its message is queued as sqlPublish
+// queues it.
+func TestMergedSystemPublishes(t *testing.T) {
+	for _, competing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("competing=%v", competing), func(t *testing.T) {
+			url := testutil.PostgresURL(t)
+			st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			ctx := context.Background()
+			ends := []string{"d0", "d1", "d2", "d3", "d4", "mon-end"}
+			mergeInstances(t, st, append([]string{"mon"}, ends...)...)
+			subs := map[string][]persistence.Subscription{
+				"mon":     {{Channel: "$down:d0", Mode: persistence.Broadcast}, {Channel: "$down:d2", Mode: persistence.Broadcast}},
+				"mon-end": {{Channel: "$down:d1", Mode: persistence.Broadcast}},
+			}
+			if competing {
+				mergeInstances(t, st, "cq")
+				subs["cq"] = []persistence.Subscription{{Channel: "$down:d3", Mode: persistence.Competing}}
+			}
+			for id, ss := range subs {
+				if _, err := st.Apply(ctx, persistence.Step{Instance: id, Epoch: 1, Subscribe: ss}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			steps := make([]persistence.Step, len(ends))
+			for i, id := range ends {
+				s := appendStep(id, 1, 1)
+				s.Status = persistence.StatusCompleted
+				s.Send = []persistence.NewMessage{{ID: "down-" + id, Channel: "$down:" + id, Sender: id, Type: "down", Payload: []byte(id)}}
+				steps[i] = s
+			}
+			reruns := st.reruns.Load()
+			res, errs := applyAsOneBatch(t, st, steps)
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("%s: %v", ends[i], err)
+				}
+			}
+			wantReruns := int64(0)
+			if competing {
+				wantReruns = 1
+			}
+			if got := st.reruns.Load() - reruns; got != wantReruns {
+				t.Errorf("the batch ran again %d times, want %d", got, wantReruns)
+			}
+			woken := map[string][]string{"d0": {"mon"}, "d2": {"mon"}}
+			if competing {
+				woken["d3"] = []string{"cq"}
+			}
+			for i, id := range ends {
+				if id == "d1" && slices.Equal(res[i].Woken, []string{"mon-end"}) {
+					continue // mon-end's end ran after d1's publish: it is woken, and its copy dropped
+				}
+				if !slices.Equal(res[i].Woken, woken[id]) {
+					t.Errorf("%s woke %v, want %v", id, res[i].Woken, woken[id])
+				}
+			}
+			if competing && (len(res[3].Queued) != 1 || res[3].Queued[0].Channel != "$down:d3") {
+				t.Errorf("d3 queued %+v, want its Down", res[3].Queued)
+			}
+			var left []string
+			rows, err := st.Pool().Query(ctx, `SELECT msg_id || ':' || COALESCE(target, '') FROM messages ORDER BY seq`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var m string
+				if err := rows.Scan(&m); err != nil {
+					t.Fatal(err)
+				}
+				left = append(left, m)
+			}
+			rows.Close()
+			want := []string{"down-d0:mon", "down-d2:mon"}
+			if competing {
+				want = append(want, "down-d3:")
+			}
+			slices.Sort(left)
+			if !slices.Equal(left, want) {
+				t.Errorf("messages after the ends: %v, want %v", left, want)
+			}
+			mail, err := st.Mailbox(ctx, "mon", 10)
+			if err != nil || len(mail) != 2 || mail[0].ID != "down-d0" || mail[1].ID != "down-d2" ||
+				string(mail[1].Payload) != "d2" || mail[1].Sender != "d2" || mail[1].Type != "down" {
+				t.Errorf("mon's mailbox %+v, %v", mail, err)
+			}
+		})
+	}
+}

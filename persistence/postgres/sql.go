@@ -85,6 +85,7 @@ const (
 	sqlPublish        = "norn_publish"
 	sqlPublishMany    = "norn_publish_many"
 	sqlPublishHand    = "norn_publish_hand"
+	sqlPublishSystem  = "norn_publish_system"
 	sqlQueue          = "norn_queue"
 	sqlCancelTimer    = "norn_cancel_timer"
 	sqlFireTimer      = "norn_fire_timer"
@@ -552,6 +553,26 @@ var statements = map[string]string{
 			AND NOT (NOT EXISTS (SELECT 1 FROM subscriptions WHERE channel = $1::text)
 				AND starts_with($1::text, '` + persistence.SystemChannelPrefix + `'))
 		ORDER BY m.ord`,
+	// sqlPublish for messages on system channels, one per channel, in one
+	// statement (see mergeWrites): arrays of $1 msg ids, $2 channels, $3
+	// senders, $4 payloads, $5 metadata (JSON text or NULL), $6 published
+	// at, $7 types. A copy per broadcast subscriber, its row locked as
+	// sqlPublish locks it; nothing is queued, as sqlPublish queues nothing
+	// on a system channel nobody subscribes to. Any other subscriber (a
+	// competing or direct channel) fails the check: the batch then runs
+	// again with each publish in its own sqlPublish. It returns each
+	// subscriber copied to, with its channel, to wake.
+	sqlPublishSystem: `WITH m AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::bigint[], $7::text[])
+				WITH ORDINALITY AS m(id, channel, sender, payload, meta, at, typ, ord)),
+		subs AS (
+			SELECT channel, instance_id, norn_check(mode = 'broadcast', '` + checkMode + `', mode) AS ok
+			FROM subscriptions WHERE channel = ANY($2::text[]) ORDER BY channel, instance_id FOR KEY SHARE),
+		copies AS (
+			INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
+			SELECT m.id, m.channel, s.instance_id, m.sender, m.payload, m.meta::jsonb, m.at, m.typ
+			FROM m JOIN subs s ON s.channel = m.channel ORDER BY m.ord, s.instance_id)
+		SELECT channel, instance_id FROM subs`,
 	// Same arguments as sqlPublish, for a message with no channel.
 	sqlQueue: `INSERT INTO messages (msg_id, channel, target, sender, payload, metadata, published_at, type)
 		VALUES ($1::text, $2::text, NULL, $3::text, $4::bytea, $5::jsonb, $6::bigint, $7::text)`,
