@@ -293,3 +293,59 @@ func TestFreeParksRaceAnotherNode(t *testing.T) {
 		}
 	}
 }
+
+// Two nodes share a SQLite file without a cluster. An instance woken once
+// on b keeps b's lease while it parks; mail a sends it reaches it through
+// the store's wake requests (SQLite tells no other process of a commit),
+// not at b's passivation, an hour away.
+func TestMailReachesLeaseOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	three := actor.Workflow("three", func(ctx *actor.Context, _ int) (string, error) {
+		out := ""
+		for range 3 {
+			m, err := actor.Receive[string](ctx)
+			if err != nil {
+				return "", err
+			}
+			out += m.Value
+		}
+		return out, nil
+	})
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	cfg := func(node string) actor.Config {
+		return actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three), NodeID: node,
+			PassivateAfter: time.Hour}
+	}
+	a := testutil.StartNode(t, cfg("a"))
+	b := testutil.StartNode(t, cfg("b"))
+	ctx := testutil.Ctx(t, time.Minute)
+	pid, err := actor.Spawn(ctx, b, three, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(ctx, pid, "x"); err != nil {
+		t.Fatal(err)
+	}
+	var epoch int64
+	testutil.Eventually(t, 20*time.Second, "parked again on b, with b's lease", func() bool {
+		row, err := st.Instance(ctx, string(pid))
+		info, ierr := b.Inspect(ctx, pid)
+		epoch = row.LeaseEpoch
+		return err == nil && ierr == nil && row.Status == persistence.StatusWaiting && row.LeaseOwner == "b" &&
+			countKind(info.History, actor.EventReceived) == 1
+	})
+	for _, m := range []string{"y", "z"} {
+		if err := a.Send(ctx, pid, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if got, err := actor.Await(actx, a, three, pid); err != nil || got != "xyz" {
+		t.Fatalf("Await = %q, %v", got, err)
+	}
+	if row, _ := st.Instance(ctx, string(pid)); row.LeaseEpoch != epoch {
+		t.Errorf("lease epoch %d, was %d on b: the instance moved, want it finished where it was live", row.LeaseEpoch, epoch)
+	}
+}

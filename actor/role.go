@@ -53,7 +53,9 @@ type role interface {
 	actsOn(id string, from origin) bool
 	// hearsAll reports that every wake-up reaches this node (no cluster
 	// routes them to an owner): an instance whose lease another node
-	// holds, by the node's own clock, is left alone without a write.
+	// holds, by the node's own clock, is left alone without a write, and
+	// on a store that tells no other process of a commit the wake-up is
+	// handed on through its wake requests (see leaseHeldElsewhere).
 	hearsAll() bool
 	// forward hands on wake-ups for instances the node does not act on;
 	// it may wait for a store, within ctx.

@@ -828,6 +828,9 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		return nil
 	}
 	if !s.stopping && s.starts.Mark(id, sig == sigCancel) {
+		if from == fromHere {
+			s.starts.MarkLocal(id)
+		}
 		return nil
 	}
 	if s.stopping || !s.role.actsOn(id, from) {
@@ -840,7 +843,11 @@ func (s *System) poke(id string, sig signal, from origin) []string {
 		}
 		return nil
 	}
-	if s.starts.Queue(id) {
+	newActivator := s.starts.Queue(id)
+	if from == fromHere {
+		s.starts.MarkLocal(id)
+	}
+	if newActivator {
 		s.runs.Add(1)
 		s.work.Add(1)
 		go s.activator()
@@ -899,7 +906,9 @@ func (s *System) activate(id string) {
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, persistence.ErrLeaseHeld), errors.Is(err, persistence.ErrInstanceDone), errors.Is(err, persistence.ErrNotFound):
+		case errors.Is(err, persistence.ErrLeaseHeld):
+			s.leaseHeldElsewhere(id)
+		case errors.Is(err, persistence.ErrInstanceDone), errors.Is(err, persistence.ErrNotFound):
 			s.endStart(id, true)
 		case errors.Is(err, ErrUnknownWorkflow):
 			// Not ours to run: nodes that have the workflow will.
@@ -928,6 +937,43 @@ func (s *System) endStart(id string, again bool) {
 	st := s.starts.End(id)
 	s.mu.Unlock()
 	if again && (st.Woken || st.Cancelled) {
+		s.wake(id)
+	}
+}
+
+// leaseHeldElsewhere ends a start that found another node's live lease on
+// id. Without a cluster, that node hears this one's commits only if the
+// store tells other processes (PostgreSQL's notifications); SQLite does
+// not, so a wake of this process's own making (mail it sent, a timer it
+// fired) is handed on through the store's wake requests, which every node
+// sharing the file reads. Otherwise a message sent here to an instance live
+// on another process would wait until that activation passivated. A wake
+// that arrived through the wake requests is not handed on again: two nodes
+// would pass it back and forth until the lease expired.
+func (s *System) leaseHeldElsewhere(id string) {
+	s.mu.Lock()
+	st := s.starts.End(id)
+	s.mu.Unlock()
+	handed := false
+	if wr, ok := s.store.(persistence.WakeRequester); ok && st.Local && s.role.hearsAll() {
+		ctx, cancel := context.WithTimeout(s.ctx, requestWakeTimeout)
+		err := wr.RequestWake(ctx, []string{id})
+		cancel()
+		switch {
+		case err == nil:
+			handed = true
+		case !errors.Is(err, persistence.ErrUnsupported) && s.ctx.Err() == nil:
+			s.log.Warn("could not hand a wake-up on to the node that holds the instance; it reads its mail when it passivates",
+				"instance", id, "err", err)
+		}
+	}
+	switch {
+	case !st.Woken && !st.Cancelled:
+	case handed:
+		// As endStart does, but not as a wake of this process's own: the
+		// request just made covers what arrived meanwhile.
+		s.poke(id, sigWake, fromStore)
+	default:
 		s.wake(id)
 	}
 }

@@ -4,6 +4,10 @@ package starts
 type State struct {
 	Woken     bool // a wake (mail, timer, notification, rescan) arrived
 	Cancelled bool // a local Cancel arrived (its request is durable)
+	// Local: a wake of this process's own making (one of its commits, its
+	// timers, a Send or Cancel through it) asked for the start or arrived
+	// during it, as opposed to one another process handed on.
+	Local bool
 }
 
 // Table holds the starts in progress. Use New.
@@ -53,6 +57,16 @@ func (t *Table) Mark(id string, cancel bool) bool {
 	}
 	t.starts[id] = st
 	return true
+}
+
+// MarkLocal records that a wake of this process's own making asked for
+// the start of id in progress (see State.Local); without one it does
+// nothing.
+func (t *Table) MarkLocal(id string) {
+	if st, ok := t.starts[id]; ok {
+		st.Local = true
+		t.starts[id] = st
+	}
 }
 
 // MarkAll records a wake for every start in progress.

@@ -74,3 +74,23 @@ func TestMarksReachWhoeverEndsTheStart(t *testing.T) {
 		t.Fatal("End leaves the start")
 	}
 }
+
+// Local marks a start that a wake of this process's own asked for; a
+// start without one, or an id without a start, stays unmarked.
+func TestMarkLocal(t *testing.T) {
+	tb := New(1)
+	tb.MarkLocal("none")
+	if tb.Starting("none") {
+		t.Fatal("MarkLocal began a start")
+	}
+	tb.Queue("a")
+	tb.Queue("b")
+	tb.MarkLocal("a")
+	tb.Mark("b", false)
+	if st := tb.End("a"); !st.Local || st.Woken {
+		t.Errorf("a ended as %+v, want local only", st)
+	}
+	if st := tb.End("b"); st.Local || !st.Woken {
+		t.Errorf("b ended as %+v, want woken, not local", st)
+	}
+}
