@@ -278,19 +278,7 @@ func TestMergedWrites(t *testing.T) {
 			}
 		}
 	}
-	var left []string
-	rows, err := st.Pool().Query(ctx, `SELECT msg_id || ':' || COALESCE(target, '') FROM messages ORDER BY seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var m string
-		if err := rows.Scan(&m); err != nil {
-			t.Fatal(err)
-		}
-		left = append(left, m)
-	}
-	if rows.Close(); !slices.Equal(left, []string{"queued:"}) {
+	if left := storedMessages(t, st); !slices.Equal(left, []string{"queued:"}) {
 		t.Errorf("messages after the ends: %v, want the claimed one back in its queue", left)
 	}
 	var subs int
@@ -308,6 +296,29 @@ func TestMergedWrites(t *testing.T) {
 	if inst, _ := st.Instance(context.Background(), "park"); inst.Status != persistence.StatusWaiting {
 		t.Errorf("park status = %s", inst.Status)
 	}
+}
+
+// storedMessages lists the store's messages in seq order, each as
+// "msg_id:target" (target empty for a queued one).
+func storedMessages(t *testing.T, st *Store) []string {
+	t.Helper()
+	rows, err := st.Pool().Query(context.Background(), `SELECT msg_id || ':' || COALESCE(target, '') FROM messages ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, m)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return left
 }
 
 // blockerDone drops the blocker instance applyAsOneBatch made, so that the
@@ -458,19 +469,7 @@ func TestMergedSystemPublishes(t *testing.T) {
 			if competing && (len(res[3].Queued) != 1 || res[3].Queued[0].Channel != "$down:d3") {
 				t.Errorf("d3 queued %+v, want its Down", res[3].Queued)
 			}
-			var left []string
-			rows, err := st.Pool().Query(ctx, `SELECT msg_id || ':' || COALESCE(target, '') FROM messages ORDER BY seq`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var m string
-				if err := rows.Scan(&m); err != nil {
-					t.Fatal(err)
-				}
-				left = append(left, m)
-			}
-			rows.Close()
+			left := storedMessages(t, st)
 			want := []string{"down-d0:mon", "down-d2:mon"}
 			if competing {
 				want = append(want, "down-d3:")
