@@ -14,9 +14,10 @@ import (
 // a status, the output and the lease given up) and insert a few events.
 // One statement per row costs the server more in statement overhead (bind,
 // executor start, the check) than in writing, so a batch of several steps
-// writes those with a few statements built from arrays: the new instances
-// and one UPDATE of every such instance before the steps' other
-// statements; one INSERT of their events, the publishes on system channels
+// writes those with a few statements built from arrays: the new instances,
+// one UPDATE of every such instance and the delete of the subscriptions and
+// timers of those that end before the steps' other statements; one INSERT
+// of their events, the publishes on system channels
 // (the Down each end publishes for its monitors, which usually have none)
 // and the drop of the mail of the instances that end (claimed messages
 // given back), after them.
@@ -27,8 +28,10 @@ import (
 // the batch writes those rows; no statement of a batch reads history, and
 // a step that resets its history still deletes it before the merged insert
 // adds the new run's events. An instance that ends has ended from the
-// start of the batch, so no step sends to it, and its mail is dropped at
-// the end, with any copy of a message published to it meanwhile. Steps
+// start of the batch, so no step sends to it, its subscriptions and timers
+// go then (unless its step writes some itself: that step deletes them in
+// its place), and its mail is dropped at the end, with any copy of a
+// message published to it meanwhile. Steps
 // that take a lease, reopen, reset or count a restart keep their own
 // statement (they are rare, and their conditions differ).
 //
@@ -97,6 +100,8 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 				cr.add(st)
 			case mergeEnd && o.name == sqlDropMailbox:
 				end.add(id, r)
+			case mergeEnd && o.name == sqlEndInstance && !touchesOwnRows(st):
+				end.released = append(end.released, id)
 			case mergePub && systemPublish(&o) && pub.add(&o, r):
 				// Taken into the merged publish.
 			case mergeUp && o.name == sqlUpdateInstance && mergesUpdate(st):
@@ -120,6 +125,9 @@ func (s *Store) mergeWrites(batch []*writeReq) (first, last []op) {
 	}
 	if len(up.ids) > 0 {
 		first = append(first, up.op(now))
+	}
+	if len(end.released) > 0 {
+		first = append(first, op{label: "release ended instances", name: sqlEndInstances, merged: true, args: []any{end.released}})
 	}
 	if len(ev.inst) > 0 {
 		last = append(last, op{label: "append history", name: sqlInsertEvents, merged: true, args: ev.args()})
@@ -231,6 +239,17 @@ func (u *mergedUpdate) op(now int64) op {
 type mergedEnds struct {
 	ids   []string
 	steps map[string]*writeReq
+	// released: the instances whose subscriptions and timers go, with
+	// sqlEndInstances at the start of the batch.
+	released []string
+}
+
+// touchesOwnRows reports whether an ending step writes its instance's
+// subscriptions or timers itself (a timer it fires must still exist when
+// its statement runs): its own delete of them then stays in its place.
+func touchesOwnRows(st *persistence.Step) bool {
+	return len(st.Subscribe) > 0 || len(st.Unsubscribe) > 0 || len(st.AddTimers) > 0 || len(st.FireTimers) > 0 ||
+		len(st.CancelTimers) > 0
 }
 
 func (e *mergedEnds) add(id string, r *writeReq) {

@@ -486,3 +486,38 @@ func TestMergedSystemPublishes(t *testing.T) {
 		})
 	}
 }
+
+// The ends of a batch delete their subscriptions and timers with one
+// statement at its start, but an end that fires, adds or cancels a timer
+// or changes a subscription keeps its own delete, after those.
+func TestMergeWritesReleasesEnds(t *testing.T) {
+	s := &Store{}
+	var batch []*writeReq
+	for _, id := range []string{"e1", "e2", "e3", "e4"} {
+		st := appendStep(id, 1, 1)
+		st.Status = persistence.StatusCompleted
+		if id == "e3" {
+			st.FireTimers = []string{"t"}
+		}
+		batch = append(batch, &writeReq{step: st})
+	}
+	for _, r := range batch {
+		r.ops = s.compile(r)
+	}
+	first, _ := s.mergeWrites(batch)
+	var released []string
+	for _, o := range first {
+		if o.name == sqlEndInstances {
+			released = o.args[0].([]string)
+		}
+	}
+	if !slices.Equal(released, []string{"e1", "e2", "e4"}) {
+		t.Errorf("merged release of %v, want e1, e2 and e4", released)
+	}
+	for _, r := range batch {
+		own := countOps(r.ops, sqlEndInstance)
+		if want := map[bool]int{true: 1, false: 0}[r.step.Instance == "e3"]; own != want {
+			t.Errorf("%s keeps %d deletes of its own, want %d", r.step.Instance, own, want)
+		}
+	}
+}

@@ -58,6 +58,7 @@ const (
 	sqlFnLockWait   = "norn_fn_lock_wait"
 	sqlStepLockWait = "norn_step_lock_wait"
 	sqlGenericPlans = "norn_generic_plans"
+	sqlWritePlans   = "norn_write_plans"
 
 	sqlInsertInstance = "norn_insert_instance"
 	sqlUpdateInstance = "norn_update_instance"
@@ -67,6 +68,7 @@ const (
 	sqlUpdateMany     = "norn_update_many"
 	sqlCreateMerged   = "norn_create_merged"
 	sqlDropMailboxes  = "norn_drop_mailboxes"
+	sqlEndInstances   = "norn_end_instances"
 	sqlInsertEvents   = "norn_insert_events"
 	sqlCreateMany     = "norn_create_many"
 	sqlCreateConflict = "norn_create_conflict"
@@ -297,6 +299,17 @@ var statements = map[string]string{
 	// instance, message or channel and are checked to stay bounded under
 	// generic plans (see publishplan_test.go and queueplan_test.go).
 	sqlGenericPlans: `SET LOCAL plan_cache_mode = force_generic_plan`,
+	// A write transaction's settings: generic plans (see sqlGenericPlans),
+	// and no hash or merge joins. Its statements look rows up by key, from
+	// arrays sorted by instance ID, and a nested loop over the array takes
+	// their row locks in that order, the order in which lease renewals and
+	// other batches take them. A plan made from the statistics of a new
+	// store (a table of ten pages) hashed the array and read the whole
+	// instances table instead, at every batch, and locked rows in the
+	// table's order: batches deadlocked with lease renewals until the
+	// server broke the cycle after deadlock_timeout.
+	sqlWritePlans: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+		set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`,
 
 	// $1 id, $2 workflow, $3 status, $4 input, $5 parent, $6 lease owner,
 	// $7 lease epoch, $8 lease expires, $9 now, $10 restart log, $11 lease
@@ -591,6 +604,10 @@ var statements = map[string]string{
 	// locks the row), so the next statement, sqlDropMailbox, sees the copy.
 	sqlEndInstance: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = $1::text)
 		DELETE FROM timers WHERE instance_id = $1::text`,
+	// sqlEndInstance for the instances $1, at the start of the batch (see
+	// mergeWrites): before any of its publishes locks subscription rows.
+	sqlEndInstances: `WITH s AS (DELETE FROM subscriptions WHERE instance_id = ANY($1::text[]))
+		DELETE FROM timers WHERE instance_id = ANY($1::text[])`,
 	// $1 the instance that ended: its mail goes, and what it claimed goes
 	// back to its queues, in one statement. It returns, as sqlUnclaim does,
 	// each returned message's channel and type with competing subscribers
@@ -600,13 +617,15 @@ var statements = map[string]string{
 		SELECT r.channel, r.type, ` + requeuedSubs(true) + ` FROM r`,
 	// Merged drops of ended instances' mail (see mergeWrites):
 	// sqlDropMailbox for the instances $1, each returned message with the
-	// instance that had claimed it. Each instance's sqlEndInstance runs
-	// before, in its step: a broadcast publish holds its subscribers' rows
-	// (FOR KEY SHARE), so that delete may wait for one to commit, and this
-	// statement, with a snapshot taken after the wait, drops the copy it
-	// left. (Deleting the subscriptions here as well, at the end of the
+	// instance that had claimed it. Each instance's subscriptions were
+	// deleted before, at the start of the batch (sqlEndInstances) or in
+	// its step (sqlEndInstance): a broadcast publish holds its subscribers'
+	// rows (FOR KEY SHARE), so that delete may wait for one to commit, and
+	// this statement, with a snapshot taken after the wait, drops the copy
+	// it left. (Deleting the subscriptions here as well, at the end of the
 	// transaction, had batches that ended instances and published wait for
-	// one another until the server broke the deadlock.)
+	// one another until the server broke the deadlock: a batch then held
+	// the rows its own publishes had locked.)
 	sqlDropMailboxes: `WITH d AS (DELETE FROM messages WHERE target = ANY($1::text[]) AND NOT claimed),
 		r AS (UPDATE messages m SET target = NULL, claimed = false FROM unnest($1::text[]) AS o(owner)
 			WHERE m.target = o.owner AND m.claimed RETURNING o.owner, m.channel, m.type)

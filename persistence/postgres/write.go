@@ -472,10 +472,10 @@ func plainCreate(r *writeReq) bool {
 // ctl is a transaction control statement.
 func ctl(name string) op { return op{label: name, name: name} }
 
-// beginOps starts a transaction for batch: BEGIN, generic plans (see
-// sqlGenericPlans), then its advisory locks.
+// beginOps starts a transaction for batch: BEGIN, its planner settings
+// (see sqlWritePlans), then its advisory locks.
 func (s *Store) beginOps(batch []*writeReq) []op {
-	pre := []op{ctl(sqlBegin), ctl(sqlGenericPlans)}
+	pre := []op{ctl(sqlBegin), ctl(sqlWritePlans)}
 	if l, ok := batchLocks(s, batch); ok {
 		pre = append(pre, l)
 	}
