@@ -33,9 +33,8 @@ const (
 // sqlGrownTables lists the store's tables that grew past their statistics:
 // n_live_tup is the server's running count, reltuples what the last
 // ANALYZE or VACUUM saw (-1 if none did). A never-analysed table counts as
-// empty: the planner assumes it holds ten pages, and a plan made then for
-// a new store's first spawns (a hash join over the whole instances table
-// for each batch of steps) stays until something analyses it.
+// empty: the planner takes it for ten pages, and the plans made then (a new
+// store's first reads) stay until something analyses it.
 const sqlGrownTables = `SELECT c.relname::text FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
 	WHERE s.schemaname = current_schema() AND c.relname IN ('instances', 'history', 'messages', 'subscriptions', 'timers')
 		AND s.n_live_tup > $1::bigint AND s.n_live_tup > $2::bigint * greatest(c.reltuples, 0)`
