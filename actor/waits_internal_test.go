@@ -16,6 +16,7 @@ func TestStoredWaits(t *testing.T) {
 	due := time.Unix(0, 1796501750333435264)
 	for _, p := range []parkedOn{
 		{Hist: 2},
+		{Hist: -1, Seen: -(1 << 40), Waits: []norntype.Wait{{Kind: norntype.WaitTimer, Name: "sleep:0", Due: time.Unix(0, -5)}}},
 		{Hist: 2, Waits: []norntype.Wait{{Kind: norntype.WaitReceive, Name: "receive:1", Types: []string{"int"},
 			Channel: "wake-62d1cd84", OnChannel: true, Strict: true}}},
 		{Hist: 90, Seen: 1 << 40, Waits: []norntype.Wait{
