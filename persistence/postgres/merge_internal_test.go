@@ -521,3 +521,150 @@ func TestMergeWritesReleasesEnds(t *testing.T) {
 		}
 	}
 }
+
+// A batch holds more steps than a transaction may run in savepoints: when
+// every step needs one (after a merged statement failed), the first
+// maxSavepoints run in the transaction and the rest in the next, and each
+// step still gets its own outcome.
+func TestSavepointsPerTransaction(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var mu sync.Mutex
+	var commits []int
+	remove := st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
+		mu.Lock()
+		commits = append(commits, c.Steps)
+		mu.Unlock()
+	}))
+	defer remove()
+
+	const n = 2*maxSavepoints + 10
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("i%03d", i)
+	}
+	mergeInstances(t, st, ids...)
+	steps := make([]persistence.Step, n)
+	for i, id := range ids {
+		steps[i] = appendStep(id, 1, 1)
+	}
+	steps[n/2] = appendStep(ids[n/2], 2, 1) // fenced: fails the merged update
+	mu.Lock()
+	commits = commits[:0]
+	mu.Unlock()
+	_, errs := applyAsOneBatch(t, st, steps)
+	for i, err := range errs {
+		if want := i == n/2; (err != nil) != want {
+			t.Errorf("step %d (%s): %v", i, ids[i], err)
+		}
+	}
+	if !errors.Is(errs[n/2], persistence.ErrFenced) {
+		t.Errorf("fenced step: %v, want ErrFenced", errs[n/2])
+	}
+	for i, id := range ids {
+		if i == n/2 {
+			continue
+		}
+		var hlen int64
+		if err := st.Pool().QueryRow(context.Background(), `SELECT history_len FROM instances WHERE id = $1`, id).Scan(&hlen); err != nil || hlen != 2 {
+			t.Errorf("%s: history length %d (%v), want 2", id, hlen, err)
+		}
+	}
+	// After the merged attempt failed, every step ran in a savepoint, in
+	// transactions of at most maxSavepoints steps that together ran each
+	// step once (the blocker's two steps commit alone).
+	mu.Lock()
+	defer mu.Unlock()
+	guarded := 0
+	for _, c := range commits {
+		if c > maxSavepoints {
+			t.Errorf("a transaction ran %d steps in savepoints, more than %d: commits %v", c, maxSavepoints, commits)
+		}
+		if c <= maxSavepoints && c > 1 {
+			guarded += c
+		}
+	}
+	if guarded != n {
+		t.Errorf("guarded transactions ran %d steps, want %d: commits %v", guarded, n, commits)
+	}
+}
+
+func TestDeferSavepoints(t *testing.T) {
+	var batch []*writeReq
+	for i := range 3 * maxSavepoints {
+		batch = append(batch, &writeReq{savepoint: i%3 != 0, ops: []op{{name: "x"}}})
+	}
+	deferSavepoints(batch)
+	saved, later := 0, 0
+	for i, r := range batch {
+		switch {
+		case r.later:
+			later++
+			if r.savepoint || r.ops != nil {
+				t.Fatalf("step %d: later but still has its savepoint or statements", i)
+			}
+		case r.savepoint:
+			saved++
+			if later > 0 {
+				t.Fatalf("step %d runs in a savepoint after a step left for later", i)
+			}
+		}
+	}
+	if saved != maxSavepoints || later != maxSavepoints {
+		t.Fatalf("%d in savepoints, %d later; want %d and %d", saved, later, maxSavepoints, maxSavepoints)
+	}
+	for i, r := range batch {
+		if i%3 == 0 && r.later {
+			t.Fatalf("step %d needs no savepoint but was left for later", i)
+		}
+	}
+}
+
+// Steps that may fail alone (here subscriptions) each run in a savepoint:
+// a batch of more than maxSavepoints of them runs in several transactions.
+func TestSavepointStepsSplitTransactions(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	const n = maxSavepoints + 20
+	ids := make([]string, n)
+	steps := make([]persistence.Step, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s%03d", i)
+		steps[i] = persistence.Step{Instance: ids[i], Epoch: 1,
+			Subscribe: []persistence.Subscription{{Channel: "c", Mode: persistence.Broadcast}}}
+	}
+	mergeInstances(t, st, ids...)
+	var mu sync.Mutex
+	var commits []int
+	remove := st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
+		mu.Lock()
+		commits = append(commits, c.Steps)
+		mu.Unlock()
+	}))
+	defer remove()
+	_, errs := applyAsOneBatch(t, st, steps)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("step %d: %v", i, err)
+		}
+	}
+	var subs int
+	if err := st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM subscriptions WHERE channel = 'c'`).Scan(&subs); err != nil || subs != n {
+		t.Errorf("%d subscriptions (%v), want %d", subs, err, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range commits {
+		if c > maxSavepoints {
+			t.Errorf("a transaction ran %d steps in savepoints, more than %d: commits %v", c, maxSavepoints, commits)
+		}
+	}
+}

@@ -58,9 +58,12 @@ type Options struct {
 	// writes rolled back, and ApplyTx fails with persistence.ErrTxTimeout.
 	// Default 5s.
 	TxTimeout time.Duration
-	// MaxBatch caps how many steps share one transaction. Default 64, which
-	// keeps a batch's subtransactions (one savepoint per step) within
-	// PostgreSQL's per-backend subtransaction cache.
+	// MaxBatch caps how many steps share one transaction. Default 128.
+	// Whatever it is, at most 64 of them run in savepoints of their own
+	// (the steps that may fail alone, or every step after a failed
+	// batch), which keeps a transaction's subtransactions within
+	// PostgreSQL's per-backend cache; the others wait for the next
+	// transaction.
 	MaxBatch int
 	// CommitDelay is how long a writer may wait, before a commit, for more
 	// steps when fewer are queued than its previous commit carried: the
@@ -118,7 +121,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("postgres: MaxConns (%d) must exceed Writers+TxWriters (%d+%d), or reads could wait for every writer", o.MaxConns, o.Writers, o.TxWriters)
 	}
 	if o.MaxBatch <= 0 {
-		o.MaxBatch = 64
+		o.MaxBatch = 128
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 5 * time.Second

@@ -76,7 +76,9 @@ func (s *Store) ApplyTx(ctx context.Context, instance string, run func(ctx conte
 // txWriter is one writer of transactional steps (see ApplyTx).
 func (s *Store) txWriter() {
 	defer s.writers.Done()
-	g := gather.New(s.txReqs, s.opts.MaxBatch, s.opts.CommitDelay)
+	// Every transactional step runs in savepoints: a batch of them stays
+	// within maxSavepoints steps.
+	g := gather.New(s.txReqs, min(s.opts.MaxBatch, maxSavepoints), s.opts.CommitDelay)
 	for {
 		batch, ok := g.Next()
 		if !ok {

@@ -40,6 +40,31 @@ type writeReq struct {
 	// used marks the Dedupe messages of step.Send (by index) whose ID
 	// turned out to be used: they are left out from then on.
 	used map[int]bool
+	// later: the step would have been one savepoint too many for its
+	// transaction (see maxSavepoints); it waits for the next one.
+	later bool
+}
+
+// maxSavepoints caps the steps of one transaction that run in a savepoint
+// of their own (see mayFail): PostgreSQL caches 64 subtransactions per
+// backend, and past that every snapshot taken while the transaction runs,
+// on any connection, looks transaction IDs up in pg_subtrans. A batch
+// holds up to Options.MaxBatch steps, more than this, since most steps
+// need no savepoint; those past the cap run in the next transaction.
+const maxSavepoints = 64
+
+// deferSavepoints marks the steps of batch past the maxSavepoints-th that
+// has a savepoint as later, with nothing to write in this transaction.
+func deferSavepoints(batch []*writeReq) {
+	n := 0
+	for _, r := range batch {
+		if r.later || !r.savepoint {
+			continue
+		}
+		if n++; n > maxSavepoints {
+			r.later, r.savepoint, r.merged, r.ops = true, false, false, nil
+		}
+	}
 }
 
 // Instance locks. A step that ends an instance holds that instance's
@@ -226,11 +251,16 @@ func (s *Store) commit(batch []*writeReq) {
 	defer conn.Release()
 	for len(batch) > 0 {
 		err := s.runTx(ctx, conn, batch)
-		s.observe(len(batch), start, err)
+		s.observe(ran(batch), start, err)
 		start = time.Now()
 		var woken []string
 		again := batch[:0:0]
 		for _, r := range batch {
+			if r.later {
+				r.later = false
+				again = append(again, r)
+				continue
+			}
 			if r.retry && r.attempt+1 < maxAttempts && ctx.Err() == nil {
 				r.attempt++
 				again = append(again, r)
@@ -248,6 +278,18 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		batch = again
 	}
+}
+
+// ran counts the steps of batch that its transaction ran (not those left
+// for later).
+func ran(batch []*writeReq) int {
+	n := 0
+	for _, r := range batch {
+		if !r.later {
+			n++
+		}
+	}
+	return n
 }
 
 // observe reports one transaction to Options.Commits and the observers
@@ -308,6 +350,9 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
 		r.ops, r.merged = s.compile(r), false
 		r.savepoint = multi && (guarded || mayFail(r))
+	}
+	deferSavepoints(batch)
+	for _, r := range batch {
 		sql += len(r.ops)
 		notify = notify || len(r.step.Emit) > 0
 	}
@@ -328,10 +373,14 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			s.guarded.Store(guardedBatches)
 		}
 		for _, x := range batch {
+			if x.later {
+				continue
+			}
 			x.res, x.err, x.retry = persistence.StepResult{}, nil, false
 			x.ops = s.compile(x)
 			x.savepoint, x.merged = true, false
 		}
+		deferSavepoints(batch)
 		first, last = nil, nil
 	}
 	pre := s.beginOps(batch)
@@ -364,7 +413,7 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			// Lost a conflict before any step ran: try them all again.
 			_, _ = conn.Exec(ctx, sqlRollback)
 			for _, r := range batch {
-				if r.err == nil {
+				if r.err == nil && !r.later {
 					r.retry, r.err = true, fmt.Errorf("postgres: %s: %w", o.label, err)
 				}
 			}
@@ -546,6 +595,9 @@ func runOps(ctx context.Context, conn *pgxpool.Conn, ops []op) (int, error) {
 // decide) gets err.
 func fatal(batch []*writeReq, err error) {
 	for _, r := range batch {
+		if r.later {
+			continue // not run: it goes to the next transaction
+		}
 		if r.err == nil || r.retry {
 			r.err, r.retry = err, false
 		}
