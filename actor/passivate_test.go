@@ -2,6 +2,7 @@ package actor_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,5 +348,88 @@ func TestMailReachesLeaseOnAnotherNode(t *testing.T) {
 	}
 	if row, _ := st.Instance(ctx, string(pid)); row.LeaseEpoch != epoch {
 		t.Errorf("lease epoch %d, was %d on b: the instance moved, want it finished where it was live", row.LeaseEpoch, epoch)
+	}
+}
+
+// Mail sent through one process to an instance live under another's lease
+// while that other process shuts down: whether the wake-up handed on
+// reaches it before it stops, while it stops, or after, the instance reads
+// the mail (finishing on the sender's node once the holder is gone).
+func TestMailReachesLeaseWhileHolderStops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// before: messages sent before the holder's Stop is called;
+		// the rest go from its hook as its activation stops.
+		before int
+	}{
+		{"sent as the activation stops", 0},
+		{"sent just before Stop", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			three := actor.Workflow("three", func(ctx *actor.Context, _ int) (string, error) {
+				out := ""
+				for range 3 {
+					m, err := actor.Receive[string](ctx)
+					if err != nil {
+						return "", err
+					}
+					out += m.Value
+				}
+				return out, nil
+			})
+			path := testutil.SQLitePath(t)
+			st := testutil.OpenSQLite(t, path)
+			ctx := testutil.Ctx(t, time.Minute)
+			a := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three),
+				NodeID: "a", PassivateAfter: time.Hour})
+			var pid actor.PID
+			sent := make(chan error, 2)
+			var once sync.Once
+			b := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three),
+				NodeID: "b", PassivateAfter: time.Hour,
+				Hooks: hookFunc(func(e actor.HookEvent) {
+					if e.Kind != actor.HookInstanceStopped || e.Instance != string(pid) {
+						return
+					}
+					once.Do(func() {
+						for _, m := range []string{"y", "z"}[tc.before:] {
+							sent <- a.Send(ctx, pid, m)
+						}
+					})
+				})})
+			var err error
+			if pid, err = actor.Spawn(ctx, b, three, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Send(ctx, pid, "x"); err != nil {
+				t.Fatal(err)
+			}
+			testutil.Eventually(t, 20*time.Second, "parked on b, with b's lease", func() bool {
+				row, err := st.Instance(ctx, string(pid))
+				info, ierr := b.Inspect(ctx, pid)
+				return err == nil && ierr == nil && row.Status == persistence.StatusWaiting && row.LeaseOwner == "b" &&
+					countKind(info.History, actor.EventReceived) == 1
+			})
+			for _, m := range []string{"y", "z"}[:tc.before] {
+				if err := a.Send(ctx, pid, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 - tc.before {
+				if err := <-sent; err != nil {
+					t.Fatalf("send during the holder's stop: %v", err)
+				}
+			}
+			actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if got, err := actor.Await(actx, a, three, pid); err != nil || got != "xyz" {
+				t.Fatalf("Await = %q, %v", got, err)
+			}
+		})
 	}
 }
