@@ -400,6 +400,11 @@ func TestNodesMessagesCrossNodes(t *testing.T) {
 			if received != rounds {
 				t.Errorf("%s received %d messages, want %d", pid, received, rounds)
 			}
+			// The node reports the completion after its commit, which Await
+			// may see first.
+			testutil.Eventually(t, 10*time.Second, string(pid)+" reported completed", func() bool {
+				return c.last("completed", string(pid)) != ""
+			})
 			if got := c.last("completed", string(pid)); got != c.owner(pid) {
 				t.Errorf("%s completed on %q, its owner is %s", pid, got, c.owner(pid))
 			}
