@@ -3,6 +3,7 @@ package actor_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,13 +296,9 @@ func TestFreeParksRaceAnotherNode(t *testing.T) {
 	}
 }
 
-// Two nodes share a SQLite file without a cluster. An instance woken once
-// on b keeps b's lease while it parks; mail a sends it reaches it through
-// the store's wake requests (SQLite tells no other process of a commit),
-// not at b's passivation, an hour away.
-func TestMailReachesLeaseOnAnotherNode(t *testing.T) {
-	t.Parallel()
-	three := actor.Workflow("three", func(ctx *actor.Context, _ int) (string, error) {
+// receivesThree receives three strings and returns them joined.
+func receivesThree() *actor.WorkflowDef[int, string] {
+	return actor.Workflow("three", func(ctx *actor.Context, _ int) (string, error) {
 		out := ""
 		for range 3 {
 			m, err := actor.Receive[string](ctx)
@@ -312,15 +309,16 @@ func TestMailReachesLeaseOnAnotherNode(t *testing.T) {
 		}
 		return out, nil
 	})
-	path := testutil.SQLitePath(t)
-	st := testutil.OpenSQLite(t, path)
-	cfg := func(node string) actor.Config {
-		return actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three), NodeID: node,
-			PassivateAfter: time.Hour}
-	}
-	a := testutil.StartNode(t, cfg("a"))
-	b := testutil.StartNode(t, cfg("b"))
-	ctx := testutil.Ctx(t, time.Minute)
+}
+
+// liveOnB spawns a receivesThree instance on b, sends it "x" and waits
+// until it has received it and parked again, keeping b's lease (an
+// instance woken once keeps its lease while it parks). It returns the
+// instance and its lease epoch. Another node sharing the file must start
+// only after this: while the lease is free, either node may take the
+// instance.
+func liveOnB(t *testing.T, ctx context.Context, st persistence.Store, b *actor.System, three *actor.WorkflowDef[int, string]) (actor.PID, int64) {
+	t.Helper()
 	pid, err := actor.Spawn(ctx, b, three, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -336,6 +334,26 @@ func TestMailReachesLeaseOnAnotherNode(t *testing.T) {
 		return err == nil && ierr == nil && row.Status == persistence.StatusWaiting && row.LeaseOwner == "b" &&
 			countKind(info.History, actor.EventReceived) == 1
 	})
+	return pid, epoch
+}
+
+// Two nodes share a SQLite file without a cluster. An instance live on b
+// under b's lease gets mail that a sends: it reaches it through the
+// store's wake requests (SQLite tells no other process of a commit), not
+// at b's passivation, an hour away.
+func TestMailReachesLeaseOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	three := receivesThree()
+	path := testutil.SQLitePath(t)
+	st := testutil.OpenSQLite(t, path)
+	cfg := func(node string) actor.Config {
+		return actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three), NodeID: node,
+			PassivateAfter: time.Hour}
+	}
+	b := testutil.StartNode(t, cfg("b"))
+	ctx := testutil.Ctx(t, time.Minute)
+	pid, epoch := liveOnB(t, ctx, st, b, three)
+	a := testutil.StartNode(t, cfg("a"))
 	for _, m := range []string{"y", "z"} {
 		if err := a.Send(ctx, pid, m); err != nil {
 			t.Fatal(err)
@@ -368,50 +386,39 @@ func TestMailReachesLeaseWhileHolderStops(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			three := actor.Workflow("three", func(ctx *actor.Context, _ int) (string, error) {
-				out := ""
-				for range 3 {
-					m, err := actor.Receive[string](ctx)
-					if err != nil {
-						return "", err
-					}
-					out += m.Value
-				}
-				return out, nil
-			})
+			three := receivesThree()
 			path := testutil.SQLitePath(t)
 			st := testutil.OpenSQLite(t, path)
 			ctx := testutil.Ctx(t, time.Minute)
-			a := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three),
-				NodeID: "a", PassivateAfter: time.Hour})
-			var pid actor.PID
+			cfg := func(node string) actor.Config {
+				return actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three), NodeID: node,
+					PassivateAfter: time.Hour}
+			}
+			// b's hook sends through a once a is up (after the instance
+			// is live on b), as the instance's activation stops.
+			type sender struct {
+				sys *actor.System
+				pid actor.PID
+			}
+			var through atomic.Pointer[sender]
 			sent := make(chan error, 2)
 			var once sync.Once
-			b := testutil.StartNode(t, actor.Config{Store: testutil.OpenSQLite(t, path), Workflows: actor.Register(three),
-				NodeID: "b", PassivateAfter: time.Hour,
-				Hooks: hookFunc(func(e actor.HookEvent) {
-					if e.Kind != actor.HookInstanceStopped || e.Instance != string(pid) {
-						return
+			bcfg := cfg("b")
+			bcfg.Hooks = hookFunc(func(e actor.HookEvent) {
+				to := through.Load()
+				if to == nil || e.Kind != actor.HookInstanceStopped || e.Instance != string(to.pid) {
+					return
+				}
+				once.Do(func() {
+					for _, m := range []string{"y", "z"}[tc.before:] {
+						sent <- to.sys.Send(ctx, to.pid, m)
 					}
-					once.Do(func() {
-						for _, m := range []string{"y", "z"}[tc.before:] {
-							sent <- a.Send(ctx, pid, m)
-						}
-					})
-				})})
-			var err error
-			if pid, err = actor.Spawn(ctx, b, three, 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Send(ctx, pid, "x"); err != nil {
-				t.Fatal(err)
-			}
-			testutil.Eventually(t, 20*time.Second, "parked on b, with b's lease", func() bool {
-				row, err := st.Instance(ctx, string(pid))
-				info, ierr := b.Inspect(ctx, pid)
-				return err == nil && ierr == nil && row.Status == persistence.StatusWaiting && row.LeaseOwner == "b" &&
-					countKind(info.History, actor.EventReceived) == 1
+				})
 			})
+			b := testutil.StartNode(t, bcfg)
+			pid, _ := liveOnB(t, ctx, st, b, three)
+			a := testutil.StartNode(t, cfg("a"))
+			through.Store(&sender{a, pid})
 			for _, m := range []string{"y", "z"}[:tc.before] {
 				if err := a.Send(ctx, pid, m); err != nil {
 					t.Fatal(err)

@@ -522,26 +522,52 @@ func TestMergeWritesReleasesEnds(t *testing.T) {
 	}
 }
 
-// A batch holds more steps than a transaction may run in savepoints: when
-// every step needs one (after a merged statement failed), the first
-// maxSavepoints run in the transaction and the rest in the next, and each
-// step still gets its own outcome.
-func TestSavepointsPerTransaction(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 256})
+// oneWriter opens a store with one writer whose batches hold up to
+// maxBatch steps, and a function that reports how many steps each of its
+// transactions ran so far.
+func oneWriter(t *testing.T, maxBatch int) (*Store, func() []int) {
+	t.Helper()
+	st, err := Open(context.Background(), testutil.PostgresURL(t), Options{Writers: 1, MaxBatch: maxBatch})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	var mu sync.Mutex
 	var commits []int
-	remove := st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
+	t.Cleanup(st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
 		mu.Lock()
 		commits = append(commits, c.Steps)
 		mu.Unlock()
-	}))
-	defer remove()
+	})))
+	return st, func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(commits)
+	}
+}
 
+// checkSavepointCap fails the test if a transaction ran more steps than
+// may run in savepoints; it returns the steps of the transactions of
+// several.
+func checkSavepointCap(t *testing.T, commits []int) (shared int) {
+	t.Helper()
+	for _, c := range commits {
+		if c > maxSavepoints {
+			t.Errorf("a transaction ran %d steps in savepoints, more than %d: commits %v", c, maxSavepoints, commits)
+		}
+		if c > 1 {
+			shared += c
+		}
+	}
+	return shared
+}
+
+// A batch holds more steps than a transaction may run in savepoints: when
+// every step needs one (after a merged statement failed), the first
+// maxSavepoints run in the transaction and the rest in the next, and each
+// step still gets its own outcome.
+func TestSavepointsPerTransaction(t *testing.T) {
+	st, commits := oneWriter(t, 256)
 	const n = 2*maxSavepoints + 10
 	ids := make([]string, n)
 	for i := range ids {
@@ -553,9 +579,7 @@ func TestSavepointsPerTransaction(t *testing.T) {
 		steps[i] = appendStep(id, 1, 1)
 	}
 	steps[n/2] = appendStep(ids[n/2], 2, 1) // fenced: fails the merged update
-	mu.Lock()
-	commits = commits[:0]
-	mu.Unlock()
+	before := len(commits())
 	_, errs := applyAsOneBatch(t, st, steps)
 	for i, err := range errs {
 		if want := i == n/2; (err != nil) != want {
@@ -577,19 +601,37 @@ func TestSavepointsPerTransaction(t *testing.T) {
 	// After the merged attempt failed, every step ran in a savepoint, in
 	// transactions of at most maxSavepoints steps that together ran each
 	// step once (the blocker's two steps commit alone).
-	mu.Lock()
-	defer mu.Unlock()
-	guarded := 0
-	for _, c := range commits {
-		if c > maxSavepoints {
-			t.Errorf("a transaction ran %d steps in savepoints, more than %d: commits %v", c, maxSavepoints, commits)
-		}
-		if c <= maxSavepoints && c > 1 {
-			guarded += c
+	if shared := checkSavepointCap(t, commits()[before:]); shared != n {
+		t.Errorf("transactions of several steps ran %d steps, want %d: commits %v", shared, n, commits())
+	}
+}
+
+// Steps that may fail alone (here subscriptions) each run in a savepoint:
+// a batch of more than maxSavepoints of them runs in several transactions.
+func TestSavepointStepsSplitTransactions(t *testing.T) {
+	st, commits := oneWriter(t, 256)
+	const n = maxSavepoints + 20
+	ids := make([]string, n)
+	steps := make([]persistence.Step, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s%03d", i)
+		steps[i] = persistence.Step{Instance: ids[i], Epoch: 1,
+			Subscribe: []persistence.Subscription{{Channel: "c", Mode: persistence.Broadcast}}}
+	}
+	mergeInstances(t, st, ids...)
+	before := len(commits())
+	_, errs := applyAsOneBatch(t, st, steps)
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("step %d: %v", i, err)
 		}
 	}
-	if guarded != n {
-		t.Errorf("guarded transactions ran %d steps, want %d: commits %v", guarded, n, commits)
+	var subs int
+	if err := st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM subscriptions WHERE channel = 'c'`).Scan(&subs); err != nil || subs != n {
+		t.Errorf("%d subscriptions (%v), want %d", subs, err, n)
+	}
+	if shared := checkSavepointCap(t, commits()[before:]); shared != n {
+		t.Errorf("transactions of several steps ran %d steps, want %d: commits %v", shared, n, commits())
 	}
 }
 
@@ -620,51 +662,6 @@ func TestDeferSavepoints(t *testing.T) {
 	for i, r := range batch {
 		if i%3 == 0 && r.later {
 			t.Fatalf("step %d needs no savepoint but was left for later", i)
-		}
-	}
-}
-
-// Steps that may fail alone (here subscriptions) each run in a savepoint:
-// a batch of more than maxSavepoints of them runs in several transactions.
-func TestSavepointStepsSplitTransactions(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	const n = maxSavepoints + 20
-	ids := make([]string, n)
-	steps := make([]persistence.Step, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("s%03d", i)
-		steps[i] = persistence.Step{Instance: ids[i], Epoch: 1,
-			Subscribe: []persistence.Subscription{{Channel: "c", Mode: persistence.Broadcast}}}
-	}
-	mergeInstances(t, st, ids...)
-	var mu sync.Mutex
-	var commits []int
-	remove := st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
-		mu.Lock()
-		commits = append(commits, c.Steps)
-		mu.Unlock()
-	}))
-	defer remove()
-	_, errs := applyAsOneBatch(t, st, steps)
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("step %d: %v", i, err)
-		}
-	}
-	var subs int
-	if err := st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM subscriptions WHERE channel = 'c'`).Scan(&subs); err != nil || subs != n {
-		t.Errorf("%d subscriptions (%v), want %d", subs, err, n)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, c := range commits {
-		if c > maxSavepoints {
-			t.Errorf("a transaction ran %d steps in savepoints, more than %d: commits %v", c, maxSavepoints, commits)
 		}
 	}
 }
