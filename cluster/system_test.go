@@ -348,6 +348,10 @@ func killNine(t *testing.T, c *nodeSet) {
 			if n := c.firedInHistory(pid); n != 1 {
 				t.Errorf("%s: %d timer_fired events, want 1", pid, n)
 			}
+			// The report comes after the commit, which Await may see first.
+			testutil.Eventually(t, 10*time.Second, string(pid)+" reported fired", func() bool {
+				return c.count("fired", "", string(pid)) >= 1
+			})
 			if n := c.count("fired", "", string(pid)); n != 1 {
 				t.Errorf("%s: the nodes fired its timer %d times, want 1", pid, n)
 			}
