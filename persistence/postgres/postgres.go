@@ -59,11 +59,12 @@ type Options struct {
 	// Default 5s.
 	TxTimeout time.Duration
 	// MaxBatch caps how many steps share one transaction. Default 128.
-	// Whatever it is, at most 64 of them run in savepoints of their own
-	// (the steps that may fail alone, or every step after a failed
-	// batch), which keeps a transaction's subtransactions within
-	// PostgreSQL's per-backend cache; the others wait for the next
-	// transaction.
+	// Whatever it is, at most 64 of a group-commit writer's steps run in
+	// savepoints of their own (the steps that may fail alone, or every
+	// step after a failed batch), which keeps its transaction's
+	// subtransactions within PostgreSQL's per-backend cache; the others
+	// wait for the next transaction. The writers of transactional steps,
+	// each of which runs in savepoints, take at most 64 steps at a time.
 	MaxBatch int
 	// CommitDelay is how long a writer may wait, before a commit, for more
 	// steps when fewer are queued than its previous commit carried: the

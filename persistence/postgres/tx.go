@@ -76,8 +76,11 @@ func (s *Store) ApplyTx(ctx context.Context, instance string, run func(ctx conte
 // txWriter is one writer of transactional steps (see ApplyTx).
 func (s *Store) txWriter() {
 	defer s.writers.Done()
-	// Every transactional step runs in savepoints: a batch of them stays
-	// within maxSavepoints steps.
+	// Every transactional step runs in savepoints (its function's and its
+	// step's): a batch of them holds at most maxSavepoints steps, as
+	// before MaxBatch outgrew that. With two subtransactions a step, a
+	// full batch whose functions write can still pass the server's cache
+	// of 64.
 	g := gather.New(s.txReqs, min(s.opts.MaxBatch, maxSavepoints), s.opts.CommitDelay)
 	for {
 		batch, ok := g.Next()
