@@ -111,6 +111,35 @@ func PostgresURL(tb testing.TB) string {
 	return u.String()
 }
 
+// PrivatePostgres starts a throw-away PostgreSQL server for the calling
+// test alone, with the given server settings ("name=value", as for
+// postgres -c) on top of the usual ones, and returns the URL of its
+// "postgres" database as the superuser. The server is stopped and its data
+// removed when the test ends. It is for tests that need a server set up
+// unlike the shared one (a small lock table, say) or that would disturb
+// the other tests on it; starting one takes a second or two. The test is
+// skipped where no PostgreSQL server binaries are found, even if
+// NORN_TEST_POSTGRES_URL is set.
+func PrivatePostgres(tb testing.TB, settings ...string) string {
+	tb.Helper()
+	srv, skip, err := startServer(tb, settings...)
+	switch {
+	case skip != "":
+		tb.Skipf("testutil: cannot start a PostgreSQL server: %s; to run this test, install PostgreSQL (Debian/Ubuntu: apt-get install postgresql)", skip)
+	case err != nil:
+		tb.Fatalf("testutil: starting a private PostgreSQL server: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := srv.stop("immediate"); err != nil {
+			tb.Logf("testutil: stopping the private PostgreSQL server: %v", err)
+		}
+		if err := os.RemoveAll(srv.baseDir); err != nil {
+			tb.Logf("testutil: removing %s: %v", srv.baseDir, err)
+		}
+	})
+	return srv.adminURL()
+}
+
 // PostgresAdminURL returns a URL of the PostgreSQL server used by
 // PostgresURL that connects as the administrative role: for the throw-away
 // server that is the superuser "postgres" and the database "postgres"; with
@@ -285,6 +314,9 @@ type server struct {
 	logPath string
 	port    int
 	runAs   *osUser // nil: run as the current user
+	// settings are server settings ("name=value") on top of the usual
+	// ones (see PrivatePostgres).
+	settings []string
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once the postmaster has exited
@@ -303,7 +335,7 @@ func (s *server) adminURL() string {
 
 // startServer creates and starts the throw-away server. It returns a skip
 // reason if this machine cannot run one.
-func startServer(tb testing.TB) (srv *server, skip string, err error) {
+func startServer(tb testing.TB, settings ...string) (srv *server, skip string, err error) {
 	tb.Helper()
 	binDir := findBinDir()
 	if binDir == "" {
@@ -338,11 +370,12 @@ func startServer(tb testing.TB) (srv *server, skip string, err error) {
 		return nil, "", err
 	}
 	srv = &server{
-		binDir:  binDir,
-		baseDir: baseDir,
-		dataDir: filepath.Join(baseDir, "data"),
-		logPath: filepath.Join(baseDir, "postgres.log"),
-		runAs:   runAs,
+		binDir:   binDir,
+		baseDir:  baseDir,
+		dataDir:  filepath.Join(baseDir, "data"),
+		logPath:  filepath.Join(baseDir, "postgres.log"),
+		runAs:    runAs,
+		settings: settings,
 	}
 	fail := func(err error) (*server, string, error) {
 		_ = srv.stop("immediate")
@@ -412,11 +445,10 @@ func (s *server) start() error {
 	defer logFile.Close() // the child has its own copy
 	logStart, _ := logFile.Seek(0, io.SeekEnd)
 
-	cmd := exec.Command(filepath.Join(s.binDir, "postgres"),
-		"-D", s.dataDir,
+	args := []string{"-D", s.dataDir,
 		"-p", strconv.Itoa(s.port),
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+s.baseDir,
+		"-c", "unix_socket_directories=" + s.baseDir,
 		"-c", "max_connections=200",
 		// A throw-away server needs no durability against a power cut or an
 		// OS crash: skipping the flushes to disk keeps the tests from
@@ -428,7 +460,11 @@ func (s *server) start() error {
 		"-c", "full_page_writes=off",
 		"-c", "logging_collector=off",
 		"-c", "log_min_messages=warning",
-	)
+	}
+	for _, kv := range s.settings {
+		args = append(args, "-c", kv) // the last of a name wins
+	}
+	cmd := exec.Command(filepath.Join(s.binDir, "postgres"), args...)
 	cmd.Dir = s.baseDir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

@@ -54,7 +54,10 @@
 //
 // A step that loses a lock conflict with another transaction (a deadlock, or
 // a message that another transaction is consuming) is rolled back alone and
-// tried again in the writer's next transaction.
+// tried again in the writer's next transaction. A transaction that finds the
+// server's lock table full ("out of shared memory": it is shared by all
+// connections, see docs/operations.md) is rolled back whole, and its steps
+// run again in transactions of half as many.
 //
 // # Concurrency between processes
 //

@@ -527,22 +527,78 @@ func TestMergeWritesReleasesEnds(t *testing.T) {
 // transactions ran so far.
 func oneWriter(t *testing.T, maxBatch int) (*Store, func() []int) {
 	t.Helper()
-	st, err := Open(context.Background(), testutil.PostgresURL(t), Options{Writers: 1, MaxBatch: maxBatch})
+	st, commits := oneWriterOn(t, testutil.PostgresURL(t), maxBatch)
+	return st, func() []int {
+		var steps []int
+		for _, c := range commits() {
+			steps = append(steps, c.Steps)
+		}
+		return steps
+	}
+}
+
+// oneWriterOn is oneWriter on the database at url, reporting each
+// transaction whole.
+func oneWriterOn(t *testing.T, url string, maxBatch int) (*Store, func() []persistence.CommitInfo) {
+	t.Helper()
+	st, err := Open(context.Background(), url, Options{Writers: 1, MaxBatch: maxBatch})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	var mu sync.Mutex
-	var commits []int
+	var commits []persistence.CommitInfo
 	t.Cleanup(st.ObserveCommits(observeFunc(func(c persistence.CommitInfo) {
 		mu.Lock()
-		commits = append(commits, c.Steps)
+		commits = append(commits, c)
 		mu.Unlock()
 	})))
-	return st, func() []int {
+	return st, func() []persistence.CommitInfo {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(commits)
+	}
+}
+
+// A batch that takes more locks than the server's lock table has room for
+// (the table is shared by every connection; this server's is small) runs
+// again in smaller transactions: every step commits, none fails with "out
+// of shared memory". Without the split every step of the batch failed.
+func TestLockTableFullSplitsBatch(t *testing.T) {
+	t.Parallel()
+	url := testutil.PrivatePostgres(t, "max_connections=20", "max_locks_per_transaction=10")
+	const n = 1000 // each end locks its instance and its bucket: well over the table's ~800
+	st, commits := oneWriterOn(t, url, n+1)
+	ids := make([]string, n)
+	steps := make([]persistence.Step, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("e%04d", i)
+		steps[i] = appendStep(ids[i], 1, 1)
+		steps[i].Status = persistence.StatusCompleted
+	}
+	mergeInstances(t, st, ids...)
+	_, errs := applyAsOneBatch(t, st, steps)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, ids[i], err)
+		}
+	}
+	var ended int
+	if err := st.Pool().QueryRow(context.Background(),
+		`SELECT count(*) FROM instances WHERE status = 'completed' AND history_len = 2`).Scan(&ended); err != nil || ended != n {
+		t.Errorf("%d instances ended (%v), want %d", ended, err, n)
+	}
+	full, most := 0, 0
+	for _, c := range commits() {
+		if errors.Is(c.Err, errLockTableFull) {
+			full++
+		} else if c.Err != nil {
+			t.Errorf("a transaction failed: %v", c.Err)
+		}
+		most = max(most, c.Steps)
+	}
+	if full == 0 || most >= n {
+		t.Errorf("%d transactions found the lock table full and the largest ran %d steps: the batch of %d was never split", full, most, n)
 	}
 }
 

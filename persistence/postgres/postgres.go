@@ -173,6 +173,8 @@ type Store struct {
 
 	// observers learn of commits besides opts.Commits (ObserveCommits).
 	observers persistence.CommitObservers
+	// lockFullLogged is when a full lock table was last logged (Unix ns).
+	lockFullLogged atomic.Int64
 
 	reqs   chan *writeReq
 	txReqs chan *txReq // transactional steps (see ApplyTx)

@@ -249,10 +249,19 @@ func (s *Store) commit(batch []*writeReq) {
 		return
 	}
 	defer conn.Release()
+	limit := 0 // steps per transaction; 0: the whole batch (see lockTableFull)
 	for len(batch) > 0 {
+		deferSteps(batch, limit)
+		tried := ran(batch)
 		err := s.runTx(ctx, conn, batch)
 		s.observe(ran(batch), start, err)
 		start = time.Now()
+		if errors.Is(err, errLockTableFull) {
+			// Nothing of the batch ran: its steps go again, in
+			// transactions of half as many as that one tried.
+			limit = max(1, tried/2)
+			s.lockTableFull(err)
+		}
 		var woken []string
 		again := batch[:0:0]
 		for _, r := range batch {
@@ -278,6 +287,56 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		batch = again
 	}
+}
+
+// A full lock table. PostgreSQL keeps every transaction's locks in one
+// table of max_locks_per_transaction × max_connections entries, shared by
+// all connections; a transaction may hold more than its share while others
+// hold less. A batch that ends many instances takes two advisory locks for
+// each (see batchLocks), and with many writers (many nodes) doing so at
+// once the table can fill: the statement that takes them fails with "out
+// of shared memory" (53200), and with it the transaction. Nothing of the
+// batch has run then, so its steps go again in transactions of half as
+// many steps (halving again while the table stays full), not to their
+// callers as errors. A step alone that finds the table full is tried again
+// like one that lost a conflict (see maxAttempts).
+var errLockTableFull = errors.New("postgres: the server's lock table is full (raise max_locks_per_transaction)")
+
+// outOfSharedMemory reports whether err is PostgreSQL's "out of shared
+// memory", which a full lock table raises.
+func outOfSharedMemory(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "53200"
+}
+
+// deferSteps marks the steps of batch past the first limit as later (none
+// if limit is 0).
+func deferSteps(batch []*writeReq, limit int) {
+	if limit <= 0 {
+		return
+	}
+	n := 0
+	for _, r := range batch {
+		if r.later {
+			continue
+		}
+		if n++; n > limit {
+			r.later = true
+		}
+	}
+}
+
+// lockTableFull logs a transaction that found the lock table full, at
+// most once a minute: it is a sign the server is sized for fewer locks
+// than its clients take.
+func (s *Store) lockTableFull(err error) {
+	now := time.Now().UnixNano()
+	last := s.lockFullLogged.Load()
+	if last != 0 && now-last < int64(time.Minute) || !s.lockFullLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.opts.Logger.Warn("norn/postgres: a write transaction found the server's lock table full; its steps run again in smaller transactions",
+		"server", s.target, "err", err)
 }
 
 // ran counts the steps of batch that its transaction ran (not those left
@@ -331,7 +390,7 @@ func stepKey(st persistence.Step) string {
 // returns the error that failed the whole transaction, if one did (steps
 // that failed on their own do not count).
 func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq) error {
-	multi := len(batch) > 1
+	multi := ran(batch) > 1
 	guarded := s.guarded.Load() > 0
 	if guarded {
 		s.guarded.Add(-1)
@@ -348,6 +407,11 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 	notify := false
 	for _, r := range batch {
 		r.res, r.err, r.retry = persistence.StepResult{}, nil, false
+		if r.later {
+			// Left for the next transaction (see deferSteps).
+			r.ops, r.merged, r.savepoint = nil, false, false
+			continue
+		}
 		r.ops, r.merged = s.compile(r), false
 		r.savepoint = multi && (guarded || mayFail(r))
 	}
@@ -408,6 +472,23 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 			next = 0
 			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
 			continue
+		}
+		if outOfSharedMemory(err) {
+			// The lock table is full (see errLockTableFull): the whole
+			// transaction goes, whatever ran of it.
+			_, _ = conn.Exec(ctx, sqlRollback)
+			if ran(batch) > 1 {
+				for _, r := range batch {
+					r.later, r.savepoint, r.merged, r.ops = true, false, false, nil
+				}
+				return fmt.Errorf("%w: %s: %w", errLockTableFull, o.label, err)
+			}
+			for _, r := range batch {
+				if !r.later {
+					r.retry, r.err = true, fmt.Errorf("postgres: %s: %w", o.label, err)
+				}
+			}
+			return nil
 		}
 		if o.batchLock && retryable(err) {
 			// Lost a conflict before any step ran: try them all again.
