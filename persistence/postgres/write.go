@@ -257,7 +257,7 @@ func (s *Store) commit(batch []*writeReq) {
 		s.observe(ran(batch), start, err)
 		start = time.Now()
 		if errors.Is(err, errLockTableFull) {
-			// Nothing of the batch ran: its steps go again, in
+			// Nothing of the batch committed: its steps go again, in
 			// transactions of half as many as that one tried.
 			limit = max(1, tried/2)
 			s.lockTableFull(err)
@@ -295,10 +295,11 @@ func (s *Store) commit(batch []*writeReq) {
 // hold less. A batch that ends many instances takes two advisory locks for
 // each (see batchLocks), and with many writers (many nodes) doing so at
 // once the table can fill: the statement that takes them fails with "out
-// of shared memory" (53200), and with it the transaction. Nothing of the
-// batch has run then, so its steps go again in transactions of half as
-// many steps (halving again while the table stays full), not to their
-// callers as errors. A step alone that finds the table full is tried again
+// of shared memory" (53200), and with it the transaction (any statement
+// that needs a lock may, but that one asks for the most). Nothing of the
+// batch commits, so its steps go again in transactions of half as many
+// steps (halving again while the table stays full), not to their callers
+// as errors. A step alone that finds the table full is tried again
 // like one that lost a conflict (see maxAttempts).
 var errLockTableFull = errors.New("postgres: the server's lock table is full (raise max_locks_per_transaction)")
 
@@ -465,14 +466,6 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 
 		var pe *pgconn.PgError
 		o := ops[failAt]
-		if o.merged && errors.As(err, &pe) {
-			// A step of the merged writes failed, and the transaction
-			// with it: find which, each step on its own.
-			guard(o.name != sqlCreateMerged)
-			next = 0
-			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
-			continue
-		}
 		if outOfSharedMemory(err) {
 			// The lock table is full (see errLockTableFull): the whole
 			// transaction goes, whatever ran of it.
@@ -489,6 +482,14 @@ func (s *Store) runTx(ctx context.Context, conn *pgxpool.Conn, batch []*writeReq
 				}
 			}
 			return nil
+		}
+		if o.merged && errors.As(err, &pe) {
+			// A step of the merged writes failed, and the transaction
+			// with it: find which, each step on its own.
+			guard(o.name != sqlCreateMerged)
+			next = 0
+			pre = append([]op{ctl(sqlRollback)}, s.beginOps(batch)...)
+			continue
 		}
 		if o.batchLock && retryable(err) {
 			// Lost a conflict before any step ran: try them all again.
