@@ -15,7 +15,9 @@ type InstanceInfo struct {
 	// channels' queues included, for a competing consumer), up to 1,000.
 	MailboxDepth  int
 	Subscriptions []Subscription
-	// Active reports an activation of the instance on this node.
+	// Active reports an activation of the instance on this node that may
+	// run it: not one left parked here while another node holds the
+	// instance's lease (its next write is refused, and it stops).
 	Active bool
 }
 
@@ -75,8 +77,13 @@ func (s *System) Inspect(ctx context.Context, pid PID) (InstanceInfo, error) {
 		info.Subscriptions = append(info.Subscriptions, Subscription{Channel: sub.Channel, Mode: sub.Mode})
 	}
 	s.mu.Lock()
-	_, info.Active = s.acts[id]
+	_, live := s.acts[id]
 	s.mu.Unlock()
+	// A parked instance whose lease is free may be taken by any node that
+	// shares the store (outside a cluster, see releaseAtPark); an
+	// activation still parked here after another node took it does not
+	// run it.
+	info.Active = live && (info.Node == "" || info.Node == s.cfg.NodeID)
 	if info.Active && info.Node == "" && !info.Status.Terminal() {
 		info.Node = s.cfg.NodeID
 	}

@@ -195,6 +195,10 @@ func TestFreeParkFencedByAnotherLease(t *testing.T) {
 	if _, err := st.AcquireLease(ctx, string(pid), "other", time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	// The activation still parked here does not run the instance now.
+	if info, err := sys.Inspect(ctx, pid); err != nil || info.Active || info.Node != "other" {
+		t.Fatalf("Inspect after another node took the lease: active %v on %q, %v; want inactive here, on other", info.Active, info.Node, err)
+	}
 	if err := sys.Send(ctx, pid, "m"); err != nil {
 		t.Fatal(err)
 	}
