@@ -284,6 +284,9 @@ func testQueuedPublishDuringStart(t *testing.T, base persistence.Store, consumer
 	const rounds = 5
 	in := &testutil.InterceptStore{Store: base}
 	var launching atomic.Pointer[func()]
+	// hooking is held (read) while a hook runs onLaunch, so that the test
+	// can stop the publishes and wait for those under way.
+	var hooking sync.RWMutex
 	var mu sync.Mutex
 	live := map[string]bool{} // consumers with an activation
 	in.AfterHistoryRange = func(id string, from int64, _ []persistence.Event, err error) {
@@ -296,6 +299,8 @@ func testQueuedPublishDuringStart(t *testing.T, base persistence.Store, consumer
 		mu.Lock()
 		live[id] = true
 		mu.Unlock()
+		hooking.RLock()
+		defer hooking.RUnlock()
 		if fn := launching.Load(); fn != nil {
 			(*fn)()
 		}
@@ -349,6 +354,12 @@ func testQueuedPublishDuringStart(t *testing.T, base persistence.Store, consumer
 			t.Fatalf("round %d: the publish woke no passivated consumer", r)
 		}
 	}
+	// No more publishes from starting consumers (one could still wake
+	// another): what was published is what must be consumed, and none
+	// runs once the test is over and its context gone.
+	hooking.Lock()
+	launching.Store(nil)
+	hooking.Unlock()
 	mu.Lock()
 	published := maps.Clone(ids)
 	mu.Unlock()
