@@ -66,6 +66,9 @@ func TestWorkloads(t *testing.T) {
 				if res.Metrics["baseline_rows_per_s"] <= 0 {
 					t.Errorf("chain: no baseline (%s)", res.Extra)
 				}
+				if p50, p99 := res.Metrics["spawn_p50_ms"], res.Metrics["spawn_p99_ms"]; p50 <= 0 || p99 < p50 {
+					t.Errorf("chain: spawn latency p50 %v ms, p99 %v ms", p50, p99)
+				}
 			case "timers":
 				if res.Metrics["pending_waiting"] != 20 {
 					t.Errorf("timers: %v of 20 pending sleepers passivated", res.Metrics["pending_waiting"])

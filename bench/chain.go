@@ -41,6 +41,7 @@ func runChain(ctx context.Context, r *runner) (result, error) {
 	defer func() { _ = nd.Close() }()
 
 	starts := make([]time.Time, n)
+	spawns := make([]time.Duration, n) // each Spawn call, to its return
 	ends := make([]time.Time, n)
 	var awaits sync.WaitGroup
 	var mu sync.Mutex
@@ -59,6 +60,7 @@ func runChain(ctx context.Context, r *runner) (result, error) {
 		if err != nil {
 			return err
 		}
+		spawns[i] = time.Since(starts[i])
 		if i == 0 {
 			first = pid
 		}
@@ -111,15 +113,17 @@ func runChain(ctx context.Context, r *runner) (result, error) {
 	}
 
 	l := summarize(lat)
+	sl := summarize(spawns)
 	res.Throughput, res.P50, res.P99, res.Wall = rate(n, wall), l.P50, l.P99, wall
+	res.Metrics["spawn_p50_ms"], res.Metrics["spawn_p99_ms"] = ms(sl.P50), ms(sl.P99)
 	nornRows := rate(rows, wall)
 	res.Metrics["activities_per_s"] = rate(3*n, wall)
 	res.Metrics["history_rows_per_s"] = nornRows
 	res.Metrics["spawn_per_s"] = rate(n, spawned)
 	res.Metrics["peak_rss_bytes"] = float64(peak)
 	res.Metrics["written_bytes_per_wf"] = float64(written) / float64(n)
-	res.Extra = fmt.Sprintf("%s act/s; spawn %s/s; max %s; peak RSS %s; wrote %s (%s/wf)", fmtRate(rate(3*n, wall)), fmtRate(rate(n, spawned)),
-		fmtDur(l.Max), fmtBytes(peak), fmtBytes(written), fmtBytes(written/int64(n)))
+	res.Extra = fmt.Sprintf("%s act/s; spawn %s/s, each p50 %s / p99 %s; max %s; peak RSS %s; wrote %s (%s/wf)", fmtRate(rate(3*n, wall)), fmtRate(rate(n, spawned)),
+		fmtDur(sl.P50), fmtDur(sl.P99), fmtDur(l.Max), fmtBytes(peak), fmtBytes(written), fmtBytes(written/int64(n)))
 
 	r.logf("raw baseline: %d history rows", rows)
 	base, err := r.baseline(ctx, nd, rows, rowsPer)
