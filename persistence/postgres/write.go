@@ -249,7 +249,7 @@ func (s *Store) commit(batch []*writeReq) {
 		return
 	}
 	defer conn.Release()
-	limit := 0 // steps per transaction; 0: the whole batch (see lockTableFull)
+	limit := 0 // steps per transaction; 0: the whole batch (see errLockTableFull)
 	for len(batch) > 0 {
 		deferSteps(batch, limit)
 		tried := ran(batch)
